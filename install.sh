@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Install specchat into .venv (or the active virtual environment), with a llama-cpp-python built
+# for this machine, then fetch the default model pair.
+#
+#   ./install.sh            install and fetch the default pair (about 1.6 GB)
+#   ./install.sh --dev      also install the test tools
+#   ./install.sh --no-models   skip the model fetch
+#
+# Accelerator: SPECCHAT_ACCEL=auto|cpu|cuda|metal (auto: CUDA where nvidia-smi lists a GPU and
+# nvcc is installed, Metal on macOS, else CPU). CMAKE_ARGS, if you set it, is used as it is.
+# Why not plain `pip install llama-cpp-python`: its default build compiles for the build CPU
+# (GGML_NATIVE) and dies with SIGILL (AMX tile instructions) on some x86 servers. The CPU build
+# here names the instruction sets this CPU reports instead.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+LLAMA_CPP_PYTHON=0.3.36
+extras=""
+fetch_models=1
+for arg in "$@"; do
+  case "$arg" in
+    --dev) extras="[dev]" ;;
+    --no-models) fetch_models=0 ;;
+    *) echo "install.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+if [ -n "${VIRTUAL_ENV:-}" ]; then
+  venv="$VIRTUAL_ENV"
+else
+  venv=.venv
+  [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
+fi
+py="$venv/bin/python"
+"$py" -m pip install --quiet --disable-pip-version-check --upgrade pip
+
+accel="${SPECCHAT_ACCEL:-auto}"
+if [ "$accel" = auto ]; then
+  accel=cpu
+  if [ "$(uname -s)" = Darwin ]; then accel=metal
+  elif nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    # a CUDA toolkit without a GPU (or a GPU without nvcc) builds for the CPU
+    if command -v nvcc >/dev/null 2>&1; then accel=cuda
+    else echo "install.sh: NVIDIA GPU found but no nvcc (CUDA toolkit); building for the CPU" >&2; fi
+  fi
+fi
+
+if [ -z "${CMAKE_ARGS:-}" ]; then
+  case "$accel" in
+    cuda) CMAKE_ARGS="-DGGML_CUDA=on" ;;
+    metal) CMAKE_ARGS="-DGGML_METAL=on" ;;
+    cpu)
+      if [ "$(uname -m)" = x86_64 ] && [ -r /proc/cpuinfo ]; then
+        flags=$(grep -m1 '^flags' /proc/cpuinfo)
+        CMAKE_ARGS="-DGGML_NATIVE=OFF"
+        for f in avx avx2 fma f16c bmi2 avx512f; do
+          if grep -qw "$f" <<<"$flags"; then
+            name=$(tr '[:lower:]' '[:upper:]' <<<"$f"); name=${name/AVX512F/AVX512}
+            CMAKE_ARGS="$CMAKE_ARGS -DGGML_$name=ON"
+          fi
+        done
+      fi ;;
+    *) echo "install.sh: SPECCHAT_ACCEL must be auto, cpu, cuda or metal" >&2; exit 2 ;;
+  esac
+fi
+export CMAKE_ARGS
+
+# One wheel per llama-cpp-python version and build flags, kept between installs (the build
+# takes 7-8 minutes on two cores).
+key=$(printf '%s %s %s' "$LLAMA_CPP_PYTHON" "$CMAKE_ARGS" "$("$py" -c 'import sys;print(sys.version_info[:2])')" | sha256sum | cut -c1-16)
+cache="${SPECCHAT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/specchat/wheels}/$key"
+wheel=$(ls "$cache"/llama_cpp_python-*.whl 2>/dev/null | head -n1 || true)
+if [ -z "$wheel" ]; then
+  echo "building llama-cpp-python $LLAMA_CPP_PYTHON for $accel ($CMAKE_ARGS); this takes several minutes"
+  mkdir -p "$cache"
+  CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}" \
+    "$py" -m pip wheel --quiet --no-deps --no-binary llama-cpp-python -w "$cache" \
+    "llama-cpp-python==$LLAMA_CPP_PYTHON"
+  wheel=$(ls "$cache"/llama_cpp_python-*.whl | head -n1)
+fi
+"$py" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+"$py" -m pip install --quiet --disable-pip-version-check -e ".$extras"
+echo "specchat installed in $venv (llama.cpp: $accel)"
+
+if [ "$fetch_models" = 1 ]; then
+  "$venv/bin/specchat" models fetch default
+fi

@@ -1,0 +1,46 @@
+"""The interface between one model and the engine.
+
+A backend owns one model and its KV cache. It mirrors the cache as `tokens` (the ids whose
+keys/values the cache holds, in order), so the engine can reason about cache contents without
+asking the runtime, and tests can check that the cache holds exactly the accepted tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+
+class Backend(Protocol):
+    name: str
+    """Human name of the model (file stem), used in messages."""
+    n_ctx: int
+    n_vocab: int
+    tokens: list[int]
+    """Token ids the KV cache holds, positions 0..len-1."""
+    passes: int
+    """Forward passes run so far (one per `eval` call)."""
+
+    def tokenize(self, text: str, *, special: bool = True) -> list[int]: ...
+
+    def token_bytes(self, token: int) -> bytes: ...
+
+    def is_eog(self, token: int) -> bool: ...
+
+    def eval(self, tokens: Sequence[int], logits_from: int) -> np.ndarray:
+        """Append `tokens` to the cache in one forward pass; return the logits rows for
+        positions `logits_from`..len(tokens)-1 of this batch as a float32 array."""
+        ...
+
+    def truncate(self, n: int) -> None:
+        """Drop every cached token at position >= n."""
+        ...
+
+    def render_chat(self, messages: Sequence[tuple[str, str]]) -> str:
+        """The prompt text for a conversation of (role, content), ending with the assistant
+        turn opened."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,223 @@
+"""One GGUF model through llama-cpp-python's low-level batch API.
+
+Logits are asked for only at the batch positions the engine needs (never `logits_all`): with a
+151936-token vocabulary each row is 600 KB. The KV cache is mirrored in `tokens` so truncation
+and reuse across rounds and turns are plain list operations.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+
+from specchat.catalog.gguf_file import read_gguf
+from specchat.errors import CacheTruncationError, ContextOverflowError, ModelFileError
+
+_SEQ = 0
+_init_lock = threading.Lock()
+_initialised = False
+_log_tail: deque[str] = deque(maxlen=20)
+
+
+@llama_cpp.llama_log_callback
+def _log_to_tail(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+    """Keep llama.cpp's log out of the terminal, but remember its last lines for error messages."""
+    if text:
+        _log_tail.append(text.decode("utf-8", "replace").rstrip())
+
+
+def _ensure_backend() -> None:
+    global _initialised
+    with _init_lock:
+        if not _initialised:
+            if not os.environ.get("SPECCHAT_LLAMA_LOG"):
+                llama_cpp.llama_log_set(_log_to_tail, ctypes.c_void_p(0))
+            llama_cpp.llama_backend_init()
+            _initialised = True
+
+
+def gpu_offload_available() -> bool:
+    """True when this llama.cpp build has a GPU backend (CUDA, Metal, Vulkan, ...)."""
+    _ensure_backend()
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def _last_error_line() -> str:
+    for line in reversed(_log_tail):
+        if "error" in line.lower() or "failed" in line.lower():
+            return line.strip()
+    return ""
+
+
+class LlamaCppBackend:
+    """A GGUF model with its own context (KV cache) and a reusable batch."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        n_ctx: int = 4096,
+        n_gpu_layers: int | None = None,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+    ) -> None:
+        path = Path(path)
+        read_gguf(path)  # a clear error for missing, non-GGUF and truncated files
+        _ensure_backend()
+        self.name = path.stem
+        self.path = path
+        mparams = llama_cpp.llama_model_default_params()
+        if n_gpu_layers is None:
+            n_gpu_layers = 999 if llama_cpp.llama_supports_gpu_offload() else 0
+        mparams.n_gpu_layers = n_gpu_layers
+        self.n_gpu_layers = n_gpu_layers
+        self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
+        if not self._model:
+            detail = _last_error_line()
+            raise ModelFileError(
+                f"llama.cpp could not load {path}" + (f": {detail}" if detail else "")
+            )
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        threads = n_threads or max(1, os.cpu_count() or 1)
+        cparams = llama_cpp.llama_context_default_params()
+        train_ctx = int(llama_cpp.llama_model_n_ctx_train(self._model))
+        cparams.n_ctx = min(n_ctx, train_ctx) if train_ctx > 0 else n_ctx
+        cparams.n_batch = n_batch
+        cparams.n_ubatch = n_batch
+        cparams.n_seq_max = 1
+        cparams.n_threads = threads
+        cparams.n_threads_batch = threads
+        cparams.no_perf = True
+        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
+        if not self._ctx:
+            llama_cpp.llama_model_free(self._model)
+            detail = _last_error_line()
+            raise ModelFileError(
+                f"llama.cpp could not create a context for {path}"
+                + (f": {detail}" if detail else "")
+            )
+        self.n_ctx = int(llama_cpp.llama_n_ctx(self._ctx))
+        self.n_batch = int(llama_cpp.llama_n_batch(self._ctx))  # llama.cpp may clamp it
+        self.n_threads = threads
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self._piece_cache: dict[int, bytes] = {}
+        self._piece_buf = ctypes.create_string_buffer(256)
+        self.tokens: list[int] = []
+        self.passes = 0
+        self._add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+        self._bos = int(llama_cpp.llama_vocab_bos(self._vocab))
+        template = llama_cpp.llama_model_chat_template(self._model, None)
+        self._chat_template: bytes = template if template else b"chatml"
+
+    # -- vocabulary -------------------------------------------------------------------------
+    def tokenize(self, text: str, *, special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        n_max = len(data) + 8
+        buf = (llama_cpp.llama_token * n_max)()
+        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, n_max, True, special)
+        if n < 0:
+            n_max = -n
+            buf = (llama_cpp.llama_token * n_max)()
+            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, n_max, True, special)
+        ids = list(buf[:n])
+        if self._add_bos and len(ids) > 1 and ids[0] == ids[1] == self._bos:
+            ids = ids[1:]  # the template already wrote BOS; llama.cpp added another
+        return ids
+
+    def token_bytes(self, token: int) -> bytes:
+        piece = self._piece_cache.get(token)
+        if piece is None:
+            n = llama_cpp.llama_token_to_piece(
+                self._vocab, token, self._piece_buf, len(self._piece_buf), 0, False
+            )
+            piece = self._piece_buf.raw[: max(n, 0)]
+            self._piece_cache[token] = piece
+        return piece
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    def render_chat(self, messages: Sequence[tuple[str, str]]) -> str:
+        keep = [(r.encode(), c.encode()) for r, c in messages]
+        chat = (llama_cpp.llama_chat_message * len(keep))(
+            *[llama_cpp.llama_chat_message(r, c) for r, c in keep]
+        )
+        size = sum(len(r) + len(c) for r, c in keep) * 2 + 256
+        for _ in range(2):
+            buf = ctypes.create_string_buffer(size)
+            n = llama_cpp.llama_chat_apply_template(
+                self._chat_template, chat, len(keep), True, buf, size
+            )
+            if n < 0:
+                raise ModelFileError(f"{self.name}: llama.cpp has no chat template for this model")
+            if n <= size:
+                return buf.raw[:n].decode("utf-8", "replace")
+            size = n + 1
+        raise ModelFileError(f"{self.name}: chat template output did not fit")  # pragma: no cover
+
+    # -- evaluation -------------------------------------------------------------------------
+    def eval(self, tokens: Sequence[int], logits_from: int) -> np.ndarray:
+        n = len(tokens)
+        start = len(self.tokens)
+        if start + n > self.n_ctx:
+            raise ContextOverflowError(
+                f"{self.name}: {start + n} tokens do not fit the context of {self.n_ctx}"
+            )
+        rows: list[np.ndarray] = []
+        batch = self._batch
+        for lo in range(0, n, self.n_batch):
+            hi = min(n, lo + self.n_batch)
+            n_out = 0
+            for j, i in enumerate(range(lo, hi)):
+                batch.token[j] = tokens[i]
+                batch.pos[j] = start + i
+                batch.n_seq_id[j] = 1
+                batch.seq_id[j][0] = _SEQ
+                want = i >= logits_from
+                batch.logits[j] = want
+                n_out += want
+            batch.n_tokens = hi - lo
+            rc = llama_cpp.llama_decode(self._ctx, batch)
+            self.passes += 1
+            if rc != 0:
+                self.truncate(start)  # leave the cache as it was before this call
+                raise RuntimeError(f"{self.name}: llama_decode failed with code {rc}")
+            self.tokens.extend(tokens[lo:hi])
+            if n_out:
+                ptr = llama_cpp.llama_get_logits(self._ctx)
+                rows.append(np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab)).copy())
+        if not rows:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        return rows[0] if len(rows) == 1 else np.concatenate(rows)
+
+    def truncate(self, n: int) -> None:
+        if n >= len(self.tokens):
+            return
+        if not llama_cpp.llama_memory_seq_rm(self._mem, _SEQ, n, -1):
+            raise CacheTruncationError(
+                f"{self.name}: this model's memory cannot drop part of a sequence "
+                "(recurrent or hybrid architecture), so it cannot take part in speculation"
+            )
+        del self.tokens[n:]
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self._ctx)
+            llama_cpp.llama_model_free(self._model)
+            self._ctx = None
+
+    def __del__(self) -> None:  # models hold GBs; free them with the object
+        try:
+            self.close()
+        except Exception:
+            pass

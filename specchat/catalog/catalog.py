@@ -1,0 +1,112 @@
+"""The model catalog (models/catalog.toml), the models folders, and name-to-file resolution.
+
+`--target` / `--draft` take a path, a catalog name, the stem of a GGUF in a models folder, or
+`default` (the default pair's model for that role).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from specchat.config import APP, Config
+from specchat.errors import ModelFileError
+from specchat.resources import resource_dir
+
+
+@dataclass(frozen=True)
+class CatalogModel:
+    name: str
+    family: str
+    params: str
+    quant: str
+    file: str
+    size: int
+    sha256: str
+    sources: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    models: dict[str, CatalogModel]
+    pairs: dict[str, dict[str, str]]
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> Catalog:
+        path = path or resource_dir("models") / "catalog.toml"
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        models = {
+            name: CatalogModel(name=name, sources=list(m.get("sources", [])),
+                               **{k: m[k] for k in ("family", "params", "quant", "file", "size",
+                                                    "sha256")})
+            for name, m in raw.get("models", {}).items()
+        }
+        return cls(models, raw.get("pairs", {}))
+
+    def pair_models(self, pair: str = "default") -> list[CatalogModel]:
+        if pair not in self.pairs:
+            raise ModelFileError(f"no pair named {pair!r} in the catalog")
+        return [self.models[self.pairs[pair][role]] for role in ("target", "draft")]
+
+
+def models_dir(config: Config | None = None) -> Path:
+    """SPECCHAT_MODELS_DIR, else the config's `[models] dir`, else the platform data dir."""
+    env = os.environ.get("SPECCHAT_MODELS_DIR")
+    if env:
+        return Path(env).expanduser()
+    configured = (config or Config.load()).section("models").get("dir")
+    if configured:
+        return Path(configured).expanduser()
+    return Path(platformdirs.user_data_dir(APP)) / "models"
+
+
+def model_folders(config: Config | None = None) -> list[Path]:
+    """The models dir first, then the folders the user added in the config."""
+    config = config or Config.load()
+    extra = [Path(p).expanduser() for p in config.section("models").get("folders", [])]
+    return [models_dir(config), *extra]
+
+
+def local_ggufs(config: Config | None = None) -> list[Path]:
+    """GGUF files in the models folders and those registered with `specchat models add`."""
+    config = config or Config.load()
+    found: dict[Path, None] = {}
+    for folder in model_folders(config):
+        if folder.is_dir():
+            for p in sorted(folder.glob("*.gguf")):
+                found[p.resolve()] = None
+    for p in config.section("models").get("files", []):
+        path = Path(p).expanduser()
+        if path.is_file():
+            found[path.resolve()] = None
+    return list(found)
+
+
+def resolve_model(spec: str, role: str, catalog: Catalog | None = None,
+                  config: Config | None = None) -> Path:
+    """Turn a --target/--draft value into a GGUF path, or say what to do to get one."""
+    catalog = catalog or Catalog.load()
+    config = config or Config.load()
+    name = catalog.pairs.get("default", {}).get(role) if spec == "default" else spec
+    if name in catalog.models:
+        entry = catalog.models[name]
+        for folder in model_folders(config):
+            if (folder / entry.file).is_file():
+                return folder / entry.file
+        raise ModelFileError(
+            f"model {name} is not installed; run `specchat models fetch {spec}`"
+        )
+    path = Path(spec).expanduser()
+    if path.suffix == ".gguf" or path.exists() or os.sep in spec:
+        return path
+    for local in local_ggufs(config):
+        if local.stem == spec:
+            return local
+    raise ModelFileError(
+        f"unknown model {spec!r}: not a file, not in the catalog (see `specchat models list`)"
+    )

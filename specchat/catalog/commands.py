@@ -1,0 +1,164 @@
+"""`specchat models list|fetch|verify|add|check`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn,
+)
+from rich.table import Table
+
+from specchat.catalog import compat
+from specchat.catalog.catalog import Catalog, CatalogModel, local_ggufs, model_folders, models_dir
+from specchat.catalog.fetch import fetch_model, sha256_file
+from specchat.config import Config
+from specchat.errors import ModelFileError, SpecchatError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("models", help="list, fetch, verify, add and check models")
+    msub = p.add_subparsers(dest="models_command", required=True)
+    msub.add_parser("list", help="installed and catalog models, and which pairs can speculate")
+    f = msub.add_parser("fetch", help="fetch a catalog model (or 'default': the default pair)")
+    f.add_argument("name")
+    msub.add_parser("verify", help="re-hash installed catalog models")
+    a = msub.add_parser("add", help="register a local GGUF file")
+    a.add_argument("path")
+    c = msub.add_parser("check", help="can DRAFT draft for TARGET, and if not, why")
+    c.add_argument("target")
+    c.add_argument("draft")
+    return p
+
+
+def _installed(model: CatalogModel, config: Config) -> Path | None:
+    for folder in model_folders(config):
+        if (folder / model.file).is_file():
+            return folder / model.file
+    return None
+
+
+def _progress_bar(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+        TimeRemainingColumn(), console=console, transient=False,
+    )
+
+
+def cmd_fetch(name: str, console: Console, config: Config) -> int:
+    catalog = Catalog.load()
+    if name == "default":
+        targets = catalog.pair_models("default")
+    elif name in catalog.models:
+        targets = [catalog.models[name]]
+    else:
+        raise SpecchatError(f"no catalog model named {name!r}; see `specchat models list`")
+    dest = models_dir(config)
+    for model in targets:
+        with _progress_bar(console) as bar:
+            task = bar.add_task(model.name, total=model.size)
+
+            def progress(stage: str, done: int, total: int) -> None:
+                bar.update(task, description=f"{model.name} ({stage})", completed=done, total=total)
+
+            path = fetch_model(model, dest, progress, note=lambda m: bar.console.print(f"  {m}"))
+        console.print(f"[green]ok[/] {model.name} → {path}")
+    return 0
+
+
+def cmd_verify(console: Console, config: Config) -> int:
+    bad = 0
+    for model in Catalog.load().models.values():
+        path = _installed(model, config)
+        if path is None:
+            continue
+        digest = sha256_file(path)
+        if digest == model.sha256:
+            console.print(f"[green]ok[/] {model.name} {path}")
+        else:
+            bad += 1
+            console.print(f"[red]MISMATCH[/] {model.name} {path}\n  expected {model.sha256}\n"
+                          f"  actual   {digest}")
+    return 1 if bad else 0
+
+
+def cmd_add(path_text: str, console: Console, config: Config) -> int:
+    path = Path(path_text).expanduser().resolve()
+    info = compat.header(path)  # raises a clear error for a bad file
+    files = config.data.setdefault("models", {}).setdefault("files", [])
+    if str(path) not in files:
+        files.append(str(path))
+        config.save()
+    console.print(f"added {path.name}: {info.architecture}, {info.quantization}, "
+                  f"{len(info.tokens)} tokens ({config.path})")
+    return 0
+
+
+def cmd_check(target: str, draft: str, console: Console) -> int:
+    from specchat.catalog.catalog import resolve_model
+
+    verdict = compat.check(resolve_model(target, "target"), resolve_model(draft, "draft"))
+    mark = "[green]compatible[/]" if verdict.ok else "[red]incompatible[/]"
+    console.print(f"{mark}: {verdict.reason}")
+    return 0 if verdict.ok else 1
+
+
+def cmd_list(console: Console, config: Config) -> int:
+    catalog = Catalog.load()
+    table = Table(title=f"models (folder: {models_dir(config)})")
+    for col in ("name", "params", "quant", "size", "where"):
+        table.add_column(col)
+    rows: list[tuple[str, Path]] = []
+    catalog_files = set()
+    for model in catalog.models.values():
+        path = _installed(model, config)
+        catalog_files.add(model.file)
+        table.add_row(model.name, model.params, model.quant, f"{model.size / 1e6:.0f} MB",
+                      str(path) if path else "[dim]not installed[/]")
+        if path:
+            rows.append((model.name, path))
+    for path in local_ggufs(config):
+        if path.name in catalog_files:
+            continue
+        try:
+            info = compat.header(path)
+        except ModelFileError as exc:
+            table.add_row(path.stem, "", "", "", f"[red]{exc}[/]")
+            continue
+        table.add_row(path.stem, "", info.quantization, f"{info.file_size / 1e6:.0f} MB", str(path))
+        rows.append((path.stem, path))
+    console.print(table)
+    if len(rows) > 1:
+        pairs = Table(title="can draft for (from GGUF headers)")
+        pairs.add_column("target")
+        pairs.add_column("draft")
+        pairs.add_column("verdict")
+        for t_name, t_path in rows:
+            for d_name, d_path in rows:
+                if t_path == d_path or t_path.stat().st_size < d_path.stat().st_size:
+                    continue
+                v = compat.check(t_path, d_path)
+                pairs.add_row(t_name, d_name, "[green]yes[/]" if v.ok else f"[red]no[/]: {v.reason}")
+        console.print(pairs)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    config = Config.load()
+    if config.error:
+        Console(stderr=True).print(f"[yellow]warning:[/] {config.error}")
+    match args.models_command:
+        case "list":
+            return cmd_list(console, config)
+        case "fetch":
+            return cmd_fetch(args.name, console, config)
+        case "verify":
+            return cmd_verify(console, config)
+        case "add":
+            return cmd_add(args.path, console, config)
+        case "check":
+            return cmd_check(args.target, args.draft, console)
+    raise SpecchatError(f"unknown models command {args.models_command}")

@@ -1,0 +1,83 @@
+"""Can this draft model draft for that target? llama.cpp's rule, with the reason spelled out.
+
+The rule (common/speculative.cpp): same vocabulary type, same BOS/EOS handling, vocabulary sizes
+within 128, and identical token text from id 5 upward. Read from GGUF headers only, so a menu
+can judge every model on disk without loading any weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from specchat.catalog.gguf_file import GGUFInfo, read_gguf
+
+MAX_VOCAB_SIZE_DIFFERENCE = 128
+CHECK_FROM_TOKEN = 5
+_ADD_BOS_DEFAULT = {"llama": True, "gpt2": False}
+
+
+@dataclass(frozen=True)
+class Compatibility:
+    ok: bool
+    reason: str
+    rule: str
+    """Which rule decided: vocab_type, special_tokens, vocab_size, token_text, or ok."""
+
+
+def _specials(info: GGUFInfo) -> dict[str, object]:
+    model = info.get("tokenizer.ggml.model")
+    return {
+        "add_bos": bool(info.get("tokenizer.ggml.add_bos_token", _ADD_BOS_DEFAULT.get(model, False))),
+        "add_eos": bool(info.get("tokenizer.ggml.add_eos_token", False)),
+        "bos": info.get("tokenizer.ggml.bos_token_id"),
+        "eos": info.get("tokenizer.ggml.eos_token_id"),
+    }
+
+
+def check_infos(target: GGUFInfo, draft: GGUFInfo) -> Compatibility:
+    t_type, d_type = target.get("tokenizer.ggml.model"), draft.get("tokenizer.ggml.model")
+    if t_type != d_type:
+        return Compatibility(
+            False, f"vocabulary types differ: target uses {t_type!r}, draft uses {d_type!r}",
+            "vocab_type",
+        )
+    t_sp, d_sp = _specials(target), _specials(draft)
+    diffs = [f"{k} {t_sp[k]!r} vs {d_sp[k]!r}" for k in t_sp if t_sp[k] != d_sp[k]]
+    if diffs:
+        return Compatibility(
+            False, "special tokens differ (target vs draft): " + ", ".join(diffs), "special_tokens"
+        )
+    n_t, n_d = len(target.tokens), len(draft.tokens)
+    if abs(n_t - n_d) > MAX_VOCAB_SIZE_DIFFERENCE:
+        return Compatibility(
+            False,
+            f"vocabulary sizes differ by {abs(n_t - n_d)} (target {n_t}, draft {n_d}; "
+            f"at most {MAX_VOCAB_SIZE_DIFFERENCE} allowed)",
+            "vocab_size",
+        )
+    for i in range(CHECK_FROM_TOKEN, min(n_t, n_d)):
+        if target.tokens[i] != draft.tokens[i]:
+            return Compatibility(
+                False,
+                f"token {i} differs: target {target.tokens[i]!r}, draft {draft.tokens[i]!r}",
+                "token_text",
+            )
+    return Compatibility(True, f"same {t_type} vocabulary ({n_t} tokens)", "ok")
+
+
+@lru_cache(maxsize=32)
+def _cached_info(path: Path, mtime_ns: int, size: int) -> GGUFInfo:
+    return read_gguf(path)
+
+
+def header(path: str | Path) -> GGUFInfo:
+    """The GGUF header of `path`, parsed once per file version."""
+    p = Path(path).resolve()
+    st = p.stat() if p.exists() else None
+    return _cached_info(p, st.st_mtime_ns, st.st_size) if st else read_gguf(p)
+
+
+def check(target: str | Path, draft: str | Path) -> Compatibility:
+    return check_infos(header(target), header(draft))

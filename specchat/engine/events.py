@@ -1,0 +1,102 @@
+"""The typed events the engine emits: the only contract between the engine and its consumers.
+
+The TUI, `specchat ask --json`, the benchmark and the trace recorder all read this one stream.
+Every event turns into a flat JSON object with `to_json()`, so a trace file is this stream as
+JSON lines and can be replayed with no model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class TokenKind(StrEnum):
+    ACCEPTED = "accepted"
+    """A draft token the target agreed with."""
+    REJECTED = "rejected"
+    """A draft token the target refused; never part of the reply."""
+    CORRECTED = "corrected"
+    """The target's own token at the first mismatch of a round."""
+    BONUS = "bonus"
+    """The extra target token after a fully accepted draft."""
+    TARGET = "target"
+    """A plain target token: target-only mode, or the first token of a turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEvent:
+    kind: TokenKind
+    id: int
+    text: str
+    """The text this token adds to the reply (may be "" while a multi-byte character is
+    incomplete); for a rejected token, its own piece decoded on its own."""
+    position: int
+    """Index of the token in the reply (a rejected token has the position it was proposed at)."""
+    round: int
+    p: float | None
+    """The target's probability of this token after the sampling transforms (temperature 1 in
+    greedy mode), where the target evaluated this position."""
+    q: float | None
+    """The drafter's probability of this token (1.0 for the n-gram drafter), for draft tokens."""
+    logit_gap: float | None
+    """The target's top-1 minus top-2 logit at this position, as this run computed it."""
+    type: str = field(default="token", init=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundEvent:
+    round: int
+    k: int
+    """The draft length asked for this round."""
+    drafted: int
+    accepted: int
+    draft_s: float
+    verify_s: float
+    emitted: int
+    """Tokens this round added to the reply."""
+    type: str = field(default="round", init=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEvent:
+    text: str
+    token_ids: list[int]
+    prompt_token_ids: list[int]
+    n_tokens: int
+    n_drafted: int
+    n_accepted: int
+    acceptance_rate: float | None
+    """n_accepted / n_drafted; None when nothing was drafted."""
+    mean_accepted_length: float | None
+    """Mean tokens emitted per verify pass (accepted drafts + the correction or bonus token)."""
+    accepted_by_position: list[float]
+    """Acceptance rate of the i-th draft position over the rounds that drafted that far."""
+    tokens_per_second: float | None
+    """Decode rate: tokens after the first, over the time after the first token (like
+    llama-bench's tg); None for fewer than two tokens."""
+    ttft_s: float
+    """Time to the first token: prompt evaluation plus the first sampling."""
+    decode_s: float
+    wall_s: float
+    target_passes: int
+    draft_passes: int
+    rounds: int
+    draft: str
+    k: int
+    stop_reason: str
+    """eos, stop_string, max_tokens, context_full, or cancelled."""
+    type: str = field(default="turn", init=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Event = TokenEvent | RoundEvent | TurnEvent

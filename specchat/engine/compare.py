@@ -1,0 +1,52 @@
+"""Comparing a speculative greedy run with a target-only one, and why they may part.
+
+llama.cpp's logits depend on how tokens are batched: the same position evaluated alone or inside
+a verify batch rounds differently. A greedy speculative run may therefore take the other token
+of a near-tie. These helpers measure how far batching moves the top-1/top-2 logit gap on a
+model, and find the first position where two runs part, so tests, docs and users can check that
+every divergence is such a near-tie.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from specchat.backends.base import Backend
+
+
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first differing token, or None when one run is a prefix of the other."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None
+
+
+def _top2_gaps(rows: np.ndarray) -> np.ndarray:
+    top2 = np.partition(rows, -2, axis=1)[:, -2:]
+    return np.abs(top2[:, 1] - top2[:, 0])
+
+
+def batching_gap_drift(
+    backend: Backend, prompt: Sequence[int], continuation: Sequence[int],
+    batch_sizes: Iterable[int] = (2, 3, 5, 8),
+) -> float:
+    """The largest change of the top-2 logit gap at the continuation's positions between
+    one-at-a-time evaluation and evaluation in batches of each size. Leaves the cache empty."""
+    seq = list(prompt) + list(continuation)
+    n0 = len(prompt)
+
+    def rows_in_batches(size: int) -> np.ndarray:
+        backend.truncate(0)
+        rows = [backend.eval(seq[:n0], n0 - 1)]
+        for lo in range(n0, len(seq) - 1, size):
+            rows.append(backend.eval(seq[lo:min(lo + size, len(seq) - 1)], 0))
+        return np.concatenate(rows)
+
+    single = _top2_gaps(rows_in_batches(1))
+    worst = max(float(np.abs(single - _top2_gaps(rows_in_batches(b))).max())
+                for b in batch_sizes)
+    backend.truncate(0)
+    return worst

@@ -5,6 +5,7 @@
 #   ./install.sh            install and fetch the default pair (about 1.6 GB)
 #   ./install.sh --dev      also install the test tools
 #   ./install.sh --no-models   skip the model fetch
+#   ./install.sh --print-cmake-args   print the llama.cpp build flags for this machine and stop
 #
 # Accelerator: SPECCHAT_ACCEL=auto|cpu|cuda|metal (auto: CUDA where nvidia-smi lists a GPU and
 # nvcc is installed, Metal on macOS, else CPU). CMAKE_ARGS, if you set it, is used as it is.
@@ -17,22 +18,15 @@ cd "$(dirname "$0")"
 LLAMA_CPP_PYTHON=0.3.36
 extras=""
 fetch_models=1
+print_args=0
 for arg in "$@"; do
   case "$arg" in
     --dev) extras="[dev]" ;;
+    --print-cmake-args) print_args=1 ;;
     --no-models) fetch_models=0 ;;
     *) echo "install.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
-
-if [ -n "${VIRTUAL_ENV:-}" ]; then
-  venv="$VIRTUAL_ENV"
-else
-  venv=.venv
-  [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
-fi
-py="$venv/bin/python"
-"$py" -m pip install --quiet --disable-pip-version-check --upgrade pip
 
 accel="${SPECCHAT_ACCEL:-auto}"
 if [ "$accel" = auto ]; then
@@ -64,6 +58,17 @@ if [ -z "${CMAKE_ARGS:-}" ]; then
   esac
 fi
 export CMAKE_ARGS
+if [ "$print_args" = 1 ]; then echo "$CMAKE_ARGS"; exit 0; fi
+
+if [ -n "${VIRTUAL_ENV:-}" ]; then
+  venv="$VIRTUAL_ENV"
+else
+  venv=.venv
+  [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
+fi
+py="$venv/bin/python"
+"$py" -m pip install --quiet --disable-pip-version-check --upgrade pip
+
 
 # One wheel per llama-cpp-python version and build flags, kept between installs (the build
 # takes 7-8 minutes on two cores).

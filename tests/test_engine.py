@@ -180,6 +180,28 @@ def test_speculative_sampling_follows_the_target_distribution(models, monkeypatc
         assert p_value < 1e-4
 
 
+# -- draft length controls --------------------------------------------------------------------
+def test_confidence_stop_drafts_only_tokens_above_p_min(models):
+    target, draft = models
+    ids = prompt_ids(target, "confidence")
+    free = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=6))
+    _, loose = run(free, ids, max_tokens=40)
+    drafter = ModelDrafter(draft, GREEDY, np.random.default_rng(0), p_min=0.9)
+    events, strict = run(SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=6)), ids,
+                         max_tokens=40)
+    drafted = [e for e in events if isinstance(e, TokenEvent) and e.q is not None]
+    assert drafted and all(e.q >= 0.9 for e in drafted)
+    assert strict.n_drafted < loose.n_drafted
+
+
+def test_drafts_shorter_than_n_min_are_dropped(models):
+    target, draft = models
+    engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY,
+                               DraftSettings(k=3, n_min=4))
+    _, turn = run(engine, prompt_ids(target, "n min"), max_tokens=12)
+    assert turn.n_drafted == 0 and turn.target_passes == turn.rounds
+
+
 # -- caches hold exactly the accepted tokens ---------------------------------------------------
 def assert_caches_hold(committed: list[int], target, draft) -> None:
     assert target.tokens == committed[: len(target.tokens)]

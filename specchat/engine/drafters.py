@@ -16,7 +16,7 @@ import numpy as np
 
 from specchat.backends.base import Backend
 from specchat.engine import kvsync
-from specchat.engine.sampling import SamplingParams, sample
+from specchat.engine.sampling import SamplingParams, row_summary, sample
 
 
 @dataclass
@@ -86,12 +86,17 @@ class ModelDrafter:
         todo = kvsync.pending(self.backend, committed)
         row = self.backend.eval(todo, len(todo) - 1)[0]
         for i in range(k):
-            probs = self.sampling.distribution(row)
-            tok = int(row.argmax()) if self.sampling.greedy else sample(probs, self.rng)
-            if float(probs.max()) < self.p_min:
+            if draft.dists is None:  # greedy: argmax and its softmax probability, no full copy
+                tok, _, lse = row_summary(row)
+                q = top = float(np.exp(row[tok] - lse))
+            else:
+                probs = self.sampling.distribution(row)
+                tok = sample(probs, self.rng)
+                q, top = float(probs[tok]), float(probs.max())
+            if top < self.p_min:
                 break
             draft.tokens.append(tok)
-            draft.q.append(float(probs[tok]))
+            draft.q.append(q)
             if draft.dists is not None:
                 draft.dists.append(probs)
             if i + 1 < k:

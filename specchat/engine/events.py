@@ -59,6 +59,8 @@ class RoundEvent:
     verify_s: float
     emitted: int
     """Tokens this round added to the reply."""
+    t_s: float
+    """Seconds from the start of the turn to the end of this round (when its tokens appear)."""
     type: str = field(default="round", init=False)
 
     def to_json(self) -> dict[str, Any]:

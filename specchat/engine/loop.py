@@ -21,7 +21,7 @@ from specchat.engine import kvsync
 from specchat.engine.drafters import Draft, Drafter
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.sampling import SamplingParams, row_summary
-from specchat.engine.stats import TurnCounter
+from specchat.engine.stats import TurnStats
 from specchat.engine.verify import verify_greedy, verify_sampling
 from specchat.errors import ContextOverflowError
 
@@ -113,8 +113,8 @@ class SpeculativeEngine:
         t_start = time.perf_counter()
         committed = list(prompt_ids)
         reply = _Reply(self.target, settings)
-        count = TurnCounter(self.target.passes, self.drafter.passes)
-        t_first: float | None = None
+        stats = TurnStats()
+        passes_at_start = (self.target.passes, self.drafter.passes)
         round_no = 0
         while not reply.stop_reason:
             if cancel is not None and cancel.is_set():
@@ -132,33 +132,35 @@ class SpeculativeEngine:
             if len(draft) < self.draft_settings.n_min:
                 draft = Draft()
             t1 = time.perf_counter()
-            events = self._round(round_no, committed, draft, reply, count)
+            before = len(reply.ids)
+            events, n_accepted = self._round(round_no, committed, draft, reply)
             t2 = time.perf_counter()
-            if t_first is None:
-                t_first = t2
-            events.append(
-                RoundEvent(
-                    round=round_no, k=k, drafted=len(draft), accepted=count.last_accepted,
-                    draft_s=t1 - t0, verify_s=t2 - t1, emitted=count.last_emitted,
-                )
+            summary = RoundEvent(
+                round=round_no, k=k, drafted=len(draft), accepted=n_accepted,
+                draft_s=t1 - t0, verify_s=t2 - t1, emitted=len(reply.ids) - before,
+                t_s=t2 - t_start,
             )
+            stats.add_round(summary)
+            events.append(summary)
             round_no += 1
             yield from events
         reply.finish()
         kvsync.release(self.target, committed)
         self.drafter.release(committed)
-        t_end = time.perf_counter()
-        yield count.turn_event(
-            reply_text=reply.text, reply_ids=reply.ids, prompt_ids=list(prompt_ids),
-            t_start=t_start, t_first=t_first, t_end=t_end, rounds=round_no,
-            target_passes=self.target.passes, draft_passes=self.drafter.passes,
+        yield stats.turn_event(
+            text=reply.text, token_ids=reply.ids, prompt_ids=list(prompt_ids),
+            wall_s=time.perf_counter() - t_start,
+            target_passes=self.target.passes - passes_at_start[0],
+            draft_passes=self.drafter.passes - passes_at_start[1],
             draft=self.drafter.name, k=self.draft_settings.k, stop_reason=reply.stop_reason,
         )
 
     # -- one round --------------------------------------------------------------------------
     def _round(
-        self, round_no: int, committed: list[int], draft: Draft, reply: _Reply, count: TurnCounter
-    ) -> list[Event]:
+        self, round_no: int, committed: list[int], draft: Draft, reply: _Reply
+    ) -> tuple[list[Event], int]:
+        """Verify `draft`, commit what stands, and return the token events and how many draft
+        tokens the target accepted."""
         todo = kvsync.pending(self.target, committed)
         rows = self.target.eval(todo + draft.tokens, len(todo) - 1)
         summaries = [row_summary(row) for row in rows]
@@ -206,7 +208,6 @@ class SpeculativeEngine:
             else:
                 kind = TokenKind.BONUS if n == len(draft) else TokenKind.CORRECTED
             commit(n, verdict.next_token, kind, None)
-        count.add_round(len(draft), verdict.n_accepted, len(reply.ids) - base, bool(draft.tokens))
         kvsync.release(self.target, committed)
         self.drafter.release(committed)
-        return events
+        return events, verdict.n_accepted

@@ -1,79 +1,115 @@
-"""Counting a turn as it runs, and the turn summary built from those counts.
+"""Turn statistics computed from round summaries: one piece for the engine and its consumers.
 
-Every number here is a count or a `time.perf_counter()` difference taken by the engine; nothing
-is estimated. What each field measures is documented on `TurnEvent`.
+The engine feeds each `RoundEvent` it emits into a `TurnStats` and builds the `TurnEvent` from
+it; the TUI and the benchmark feed the same events into their own `TurnStats` to show live
+numbers. Every number is a count or a `time.perf_counter()` difference; nothing is estimated.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specchat.engine.events import TurnEvent
+from specchat.engine.events import RoundEvent, TurnEvent
 
 
 @dataclass
-class TurnCounter:
-    target_passes_at_start: int
-    draft_passes_at_start: int
-    n_drafted: int = 0
-    n_accepted: int = 0
+class TurnStats:
+    tokens: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    k: int = 0
+    rounds: int = 0
     spec_rounds: int = 0
     spec_emitted: int = 0
+    t_first: float | None = None
+    """Seconds from the turn's start to its first token."""
+    t_last: float = 0.0
+    gaps: list[float] = field(default_factory=list)
+    """Inter-token latency as a consumer sees tokens arrive: the tokens of one round arrive
+    together, so speculation makes it bursty (a long gap, then zeros)."""
+    round_rates: list[float] = field(default_factory=list)
+    """Tokens per second of each round (emitted / round time), for a sparkline."""
     drafted_at: list[int] = field(default_factory=list)
     accepted_at: list[int] = field(default_factory=list)
-    last_accepted: int = 0
-    last_emitted: int = 0
 
-    def add_round(self, drafted: int, accepted: int, emitted: int, speculative: bool) -> None:
-        self.last_accepted, self.last_emitted = accepted, emitted
-        self.n_drafted += drafted
-        self.n_accepted += accepted
-        if speculative:
+    def add_round(self, r: RoundEvent) -> None:
+        self.rounds += 1
+        self.drafted += r.drafted
+        self.accepted += r.accepted
+        self.k = r.k
+        if r.drafted:
             self.spec_rounds += 1
-            self.spec_emitted += emitted
-        while len(self.drafted_at) < drafted:
-            self.drafted_at.append(0)
-            self.accepted_at.append(0)
-        for i in range(drafted):
+            self.spec_emitted += r.emitted
+        for i in range(r.drafted):
+            if i == len(self.drafted_at):
+                self.drafted_at.append(0)
+                self.accepted_at.append(0)
             self.drafted_at[i] += 1
-            self.accepted_at[i] += i < accepted
+            self.accepted_at[i] += i < r.accepted
+        if r.emitted:
+            if self.t_first is None:
+                self.t_first = r.t_s
+            else:
+                self.gaps += [r.t_s - self.t_last] + [0.0] * (r.emitted - 1)
+            took = r.draft_s + r.verify_s
+            self.round_rates.append(r.emitted / took if took > 0 else 0.0)
+            self.t_last = r.t_s
+        self.tokens += r.emitted
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def mean_accepted_length(self) -> float | None:
+        return self.spec_emitted / self.spec_rounds if self.spec_rounds else None
+
+    @property
+    def decode_s(self) -> float:
+        return self.t_last - self.t_first if self.t_first is not None else 0.0
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        if self.tokens < 2 or self.decode_s <= 0:
+            return None
+        return (self.tokens - 1) / self.decode_s
+
+    @property
+    def itl_mean(self) -> float | None:
+        return sum(self.gaps) / len(self.gaps) if self.gaps else None
+
+    @property
+    def itl_p95(self) -> float | None:
+        if not self.gaps:
+            return None
+        ordered = sorted(self.gaps)
+        return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+    @property
+    def by_position(self) -> list[float]:
+        return [a / d for a, d in zip(self.accepted_at, self.drafted_at)]
 
     def turn_event(
-        self,
-        *,
-        reply_text: str,
-        reply_ids: list[int],
-        prompt_ids: list[int],
-        t_start: float,
-        t_first: float | None,
-        t_end: float,
-        rounds: int,
-        target_passes: int,
-        draft_passes: int,
-        draft: str,
-        k: int,
-        stop_reason: str,
+        self, *, text: str, token_ids: list[int], prompt_ids: list[int], wall_s: float,
+        target_passes: int, draft_passes: int, draft: str, k: int, stop_reason: str,
     ) -> TurnEvent:
-        n = len(reply_ids)
-        first = t_first if t_first is not None else t_end
-        decode_s = t_end - first
         return TurnEvent(
-            text=reply_text,
-            token_ids=list(reply_ids),
+            text=text,
+            token_ids=list(token_ids),
             prompt_token_ids=prompt_ids,
-            n_tokens=n,
-            n_drafted=self.n_drafted,
-            n_accepted=self.n_accepted,
-            acceptance_rate=self.n_accepted / self.n_drafted if self.n_drafted else None,
-            mean_accepted_length=self.spec_emitted / self.spec_rounds if self.spec_rounds else None,
-            accepted_by_position=[a / d for a, d in zip(self.accepted_at, self.drafted_at)],
-            tokens_per_second=(n - 1) / decode_s if n > 1 and decode_s > 0 else None,
-            ttft_s=first - t_start,
-            decode_s=decode_s,
-            wall_s=t_end - t_start,
-            target_passes=target_passes - self.target_passes_at_start,
-            draft_passes=draft_passes - self.draft_passes_at_start,
-            rounds=rounds,
+            n_tokens=len(token_ids),
+            n_drafted=self.drafted,
+            n_accepted=self.accepted,
+            acceptance_rate=self.acceptance,
+            mean_accepted_length=self.mean_accepted_length,
+            accepted_by_position=self.by_position,
+            tokens_per_second=self.tokens_per_second,
+            ttft_s=self.t_first if self.t_first is not None else wall_s,
+            decode_s=self.decode_s,
+            wall_s=wall_s,
+            target_passes=target_passes,
+            draft_passes=draft_passes,
+            rounds=self.rounds,
             draft=draft,
             k=k,
             stop_reason=stop_reason,

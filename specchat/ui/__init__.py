@@ -1,0 +1,1 @@
+"""The Textual app: chat with the live speculation visualiser."""

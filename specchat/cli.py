@@ -18,7 +18,14 @@ from specchat.errors import SpecchatError
 EXIT_USAGE = 2
 
 
-def _add_model_options(p: argparse.ArgumentParser) -> None:
+ENGINE_DEFAULTS: dict[str, object] = {
+    "k": 3, "n_min": 0, "p_min": 0.0, "max_tokens": 256, "temperature": 0.0, "top_k": 0,
+    "top_p": 1.0, "seed": None, "target_gpu_layers": None, "draft_gpu_layers": None,
+}
+"""Built-in defaults; the config file's [engine] section (the TUI's settings) overrides them."""
+
+
+def _add_model_options(p: argparse.ArgumentParser, defaults: dict[str, object]) -> None:
     g = p.add_argument_group("models")
     g.add_argument("--target", default="default",
                    help="GGUF path, catalog name, or 'default' (default: %(default)s)")
@@ -26,34 +33,42 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
                    help="GGUF path, catalog name, 'default', 'ngram' or 'none' (default: %(default)s)")
     g.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
     g.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
-    g.add_argument("--target-gpu-layers", type=int, default=None,
+    g.add_argument("--target-gpu-layers", type=int, default=defaults["target_gpu_layers"],
                    help="layers of the target on the GPU (default: all, where a GPU backend exists)")
-    g.add_argument("--draft-gpu-layers", type=int, default=None,
+    g.add_argument("--draft-gpu-layers", type=int, default=defaults["draft_gpu_layers"],
                    help="layers of the draft on the GPU (default: all, where a GPU backend exists)")
     g.add_argument("--ngram-n", type=int, default=3, help="match length of the n-gram drafter")
     s = p.add_argument_group("speculation and sampling")
-    s.add_argument("--k", type=int, default=3, help="tokens to draft per round")
-    s.add_argument("--n-min", type=int, default=0, help="drop drafts shorter than this")
-    s.add_argument("--p-min", type=float, default=0.0,
+    s.add_argument("--k", type=int, default=defaults["k"], help="tokens to draft per round")
+    s.add_argument("--n-min", type=int, default=defaults["n_min"], help="drop drafts shorter than this")
+    s.add_argument("--p-min", type=float, default=defaults["p_min"],
                    help="stop drafting when the draft's top probability is below this")
-    s.add_argument("--max-tokens", type=int, default=256)
-    s.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    s.add_argument("--top-k", type=int, default=0)
-    s.add_argument("--top-p", type=float, default=1.0)
-    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--max-tokens", type=int, default=defaults["max_tokens"])
+    s.add_argument("--temperature", type=float, default=defaults["temperature"], help="0 = greedy")
+    s.add_argument("--top-k", type=int, default=defaults["top_k"])
+    s.add_argument("--top-p", type=float, default=defaults["top_p"])
+    s.add_argument("--seed", type=int, default=defaults["seed"])
     s.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     s.add_argument("--system", default=None, help="system message")
 
 
-def _engine(args: argparse.Namespace):
-    from specchat.loading import ModelOptions, build_engine
+def _model_options(args: argparse.Namespace):
+    from specchat.loading import ModelOptions
 
-    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
-    options = ModelOptions(n_ctx=args.ctx, threads=args.threads,
-                           target_gpu_layers=args.target_gpu_layers,
-                           draft_gpu_layers=args.draft_gpu_layers, ngram_n=args.ngram_n)
-    return build_engine(args.target, args.draft, sampling, DraftSettings(args.k, args.n_min),
-                        options, args.p_min)
+    return ModelOptions(n_ctx=args.ctx, threads=args.threads,
+                        target_gpu_layers=args.target_gpu_layers,
+                        draft_gpu_layers=args.draft_gpu_layers, ngram_n=args.ngram_n)
+
+
+def _sampling(args: argparse.Namespace) -> SamplingParams:
+    return SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
+
+
+def _engine(args: argparse.Namespace):
+    from specchat.loading import build_engine
+
+    return build_engine(args.target, args.draft, _sampling(args),
+                        DraftSettings(args.k, args.n_min), _model_options(args), args.p_min)
 
 
 def _generation(args: argparse.Namespace) -> GenerationSettings:
@@ -129,13 +144,26 @@ def _in_worker(turn: Callable[[threading.Event], Iterator[Event]]) -> Iterator[E
         yield item
 
 
+def cmd_tui(args: argparse.Namespace) -> int:
+    from specchat.ui.app import AppSettings, SpecchatApp
+
+    settings = AppSettings(
+        target=args.target, draft=args.draft, sampling=_sampling(args),
+        draft_settings=DraftSettings(args.k, args.n_min), generation=_generation(args),
+        models=_model_options(args), p_min=args.p_min, system=args.system,
+    )
+    SpecchatApp(settings).run()
+    return 0
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from specchat.catalog import commands
 
     return commands.run(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(engine_defaults: dict[str, object] | None = None) -> argparse.ArgumentParser:
+    defaults = {**ENGINE_DEFAULTS, **(engine_defaults or {})}
     parser = argparse.ArgumentParser(
         prog="specchat", description="Chat with a local model pair and watch speculative decoding."
     )
@@ -143,10 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="one prompt, streamed, with verdict colours and stats")
     ask.add_argument("prompt")
     ask.add_argument("--json", action="store_true", help="one JSON object per event")
-    _add_model_options(ask)
+    _add_model_options(ask, defaults)
     ask.set_defaults(func=cmd_ask)
-    chat = sub.add_parser("chat", help="chat in the terminal (the default command)")
-    _add_model_options(chat)
+    tui = sub.add_parser("tui", help="the full-screen app (the default command)")
+    _add_model_options(tui, defaults)
+    tui.set_defaults(func=cmd_tui)
+    chat = sub.add_parser("chat", help="a line-based chat for plain terminals")
+    _add_model_options(chat, defaults)
     chat.set_defaults(func=cmd_chat)
     from specchat.catalog.commands import add_parser as add_models_parser
 
@@ -155,10 +186,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    from specchat.config import Config
+
+    config = Config.load()
+    engine = {k: v for k, v in config.section("engine").items() if k in ENGINE_DEFAULTS}
+    parser = build_parser(engine)
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
-        argv = ["chat", *argv]
+        argv = ["tui", *argv]
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -9,6 +9,10 @@ class ModelFileError(SpecchatError):
     """A model file is missing, is not a GGUF, is truncated, or llama.cpp cannot load it."""
 
 
+class ModelNotInstalledError(ModelFileError):
+    """A catalog model was asked for but is not in any models folder yet."""
+
+
 class IncompatibleDraftError(SpecchatError):
     """The draft model cannot draft for the target (vocabularies differ)."""
 

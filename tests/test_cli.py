@@ -83,3 +83,14 @@ def test_bad_input_is_one_clear_line_and_exit_2(tiny, tmp_path, case, expected):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
     assert expected in lines[0]
+
+
+def test_settings_saved_in_the_config_file_become_the_defaults(tiny, tmp_path):
+    (tmp_path / "config.toml").write_text("[engine]\nk = 2\nmax_tokens = 5\n")
+    proc = specchat("ask", "hi", "--target", str(tiny.target), "--draft", str(tiny.draft),
+                    "--json", tmp_path=tmp_path)
+    turn = json.loads(proc.stdout.splitlines()[-1])
+    assert turn["k"] == 2 and turn["n_tokens"] <= 5
+    override = specchat("ask", "hi", "--target", str(tiny.target), "--draft", str(tiny.draft),
+                        "--json", "--k", "4", tmp_path=tmp_path)
+    assert json.loads(override.stdout.splitlines()[-1])["k"] == 4

@@ -15,7 +15,7 @@ from typing import Any
 import platformdirs
 
 from specchat.config import APP, Config
-from specchat.errors import ModelFileError
+from specchat.errors import ModelFileError, ModelNotInstalledError
 from specchat.resources import resource_dir
 
 
@@ -98,7 +98,7 @@ def resolve_model(spec: str, role: str, catalog: Catalog | None = None,
         for folder in model_folders(config):
             if (folder / entry.file).is_file():
                 return folder / entry.file
-        raise ModelFileError(
+        raise ModelNotInstalledError(
             f"model {name} is not installed; run `specchat models fetch {spec}`"
         )
     path = Path(spec).expanduser()

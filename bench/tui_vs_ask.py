@@ -1,0 +1,75 @@
+"""Does the TUI slow generation? Decode tok/s inside the app against `specchat ask` (a benchmark,
+not a test).
+
+Each repeat runs `specchat ask --json` (a separate process, as a user runs it) and then the
+Textual app headless (Pilot: it lays out and renders every update, just not to a real
+terminal), same prompt, draft, k and greedy sampling, on the default pair. Both report the
+engine's own decode rate (`tokens_per_second` of the turn); the ratio is taken per repeat.
+
+    .venv/bin/python bench/tui_vs_ask.py --repeats 3 --tokens 96
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from specchat.chat.history import HistoryStore
+from specchat.engine.loop import DraftSettings, GenerationSettings
+from specchat.ui.app import AppSettings, SpecchatApp
+from specchat.ui.widgets import PromptInput
+
+PROMPT = "Write a Python function that parses an ISO 8601 date string, with a docstring."
+
+
+def ask_rate(tokens: int, k: int) -> float:
+    out = subprocess.run([sys.executable, "-m", "specchat", "ask", PROMPT, "--json", "--k", str(k),
+                          "--max-tokens", str(tokens)], check=True, capture_output=True,
+                         text=True).stdout
+    return json.loads(out.splitlines()[-1])["tokens_per_second"]
+
+
+def tui_rate(tokens: int, k: int) -> float:
+    scratch = tempfile.mkdtemp()  # keep bench chats out of the user's history
+    app = SpecchatApp(AppSettings(draft_settings=DraftSettings(k=k), measure_baseline=False,
+                                  generation=GenerationSettings(max_tokens=tokens)),
+                      HistoryStore(Path(scratch) / "history.sqlite3"))
+
+    async def run() -> float:
+        async with app.run_test(size=(140, 45)) as pilot:
+            while app.session is None or app.query_one(PromptInput).disabled:
+                await pilot.pause(0.1)
+            app.query_one(PromptInput).text = PROMPT
+            await pilot.press("enter")
+            while app.last_turn is None:
+                await pilot.pause(0.05)
+            return app.last_turn.tokens_per_second
+
+    return asyncio.run(run())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--tokens", type=int, default=96)
+    ap.add_argument("--k", type=int, default=3)
+    args = ap.parse_args()
+    ratios = []
+    for r in range(args.repeats):
+        ask = ask_rate(args.tokens, args.k)
+        tui = tui_rate(args.tokens, args.k)
+        ratios.append(tui / ask)
+        print(f"repeat {r + 1}: ask {ask:.2f} tok/s, TUI {tui:.2f} tok/s, ratio {tui / ask:.3f}",
+              flush=True)
+    print(f"median TUI/ask decode tok/s: {statistics.median(ratios):.3f} (goal >= 0.95)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,408 @@
+"""The Textual app: chat with a local model pair and watch every draft token's verdict.
+
+Model work runs in one thread worker (Textual `@work(thread=True)`); it hands the UI one batch
+of events per round as a message, so the UI never waits on a model and redraws at most once a
+round. Esc sets the turn's cancel flag; the engine ends the turn after the round in flight with
+both caches consistent, and the partial reply is kept and marked as stopped.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Footer, Header, Static
+
+from specchat.chat.history import HistoryStore
+from specchat.chat.session import ChatSession, Conversation
+from specchat.config import Config
+from specchat.engine.drafters import ModelDrafter, NoDrafter
+from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.sampling import SamplingParams
+from specchat.engine.stats import TurnStats
+from specchat.errors import ContextOverflowError, ModelNotInstalledError, SpecchatError
+from specchat.loading import ModelOptions, build_engine, load_drafter
+from specchat.ui.draft_menu import DraftCommands, DraftMenu, draft_choices
+from specchat.ui.fetch_screen import FetchScreen
+from specchat.ui.history_screen import HistoryScreen
+from specchat.ui.settings_screen import SettingsScreen
+from specchat.ui.theming import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_themes
+from specchat.ui.widgets import Legend, LiveReply, PromptInput, StatsPanel
+
+BASELINE_TOKENS = 16
+
+
+@dataclass
+class AppSettings:
+    target: str = "default"
+    draft: str = "default"
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    draft_settings: DraftSettings = field(default_factory=DraftSettings)
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    models: ModelOptions = field(default_factory=ModelOptions)
+    p_min: float = 0.0
+    system: str | None = None
+    measure_baseline: bool = True
+    """Measure the target-only rate at start (BASELINE_TOKENS tokens) for the speedup figure."""
+
+
+class EventBatch(Message):
+    """The events of one round (or the final turn summary), posted by the turn worker."""
+
+    def __init__(self, events: list[Event]) -> None:
+        super().__init__()
+        self.events = events
+
+
+class WorkerFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class ModelsReady(Message):
+    def __init__(self, baseline: float | None) -> None:
+        super().__init__()
+        self.baseline = baseline
+
+
+class SpecchatApp(App):
+    TITLE = "specchat"
+    CSS = """
+    #main { height: 1fr; }
+    #chat { width: 1fr; }
+    #transcript { height: 1fr; padding: 0 1; }
+    #transcript > .user { color: $text-muted; margin: 1 0 0 0; }
+    #transcript > .assistant { margin: 0 0 0 2; }
+    #side { width: 46; border-left: solid $panel; padding: 0 1; }
+    #status { color: $text-muted; height: 1; }
+    Legend { height: auto; margin: 0 1; }
+    PromptInput { height: 5; }
+    """
+    BINDINGS = [
+        Binding("escape", "stop", "Stop reply"),
+        # priority: the prompt (a TextArea) would take ctrl+d as "delete right" otherwise
+        Binding("ctrl+d", "draft_menu", "Draft", priority=True),
+        Binding("ctrl+r", "toggle_rejected", "Rejected on/off", priority=True),
+        Binding("ctrl+n", "new_chat", "New chat", priority=True),
+        Binding("ctrl+o", "history", "History", priority=True),
+        Binding("ctrl+s", "settings", "Settings", priority=True),
+    ]
+    COMMANDS = App.COMMANDS | {DraftCommands}
+
+    def __init__(self, settings: AppSettings, history: HistoryStore | None = None,
+                 config: Config | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self.config = config or Config.load()
+        self.history = history or HistoryStore()
+        self.session: ChatSession | None = None
+        self.target_path: Path | None = None
+        self.conversation_id: int | None = None
+        self.cancel = threading.Event()
+        self.busy = False
+        self.show_rejected = True
+        self.live: LiveReply | None = None
+        self.stats = TurnStats()
+        self.last_turn: TurnEvent | None = None
+
+    # -- layout -----------------------------------------------------------------------------
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(DEFAULT_TOKEN_COLOURS)
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="main"):
+            with Vertical(id="chat"):
+                yield VerticalScroll(id="transcript")
+                yield Legend()
+                yield Static("loading models…", id="status")
+                yield PromptInput(id="prompt")
+            yield StatsPanel(id="side")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for theme in load_themes():
+            self.register_theme(theme)
+        saved = self.config.section("ui").get("theme", DEFAULT_THEME)
+        self.theme = saved if saved in self.available_themes else DEFAULT_THEME
+        self.theme_changed_signal.subscribe(self, self._remember_theme)
+        self.show_rejected = bool(self.config.section("ui").get("show_rejected", True))
+        if self.config.error:
+            self.notify(self.config.error, severity="warning", timeout=10)
+        self.query_one(PromptInput).disabled = True
+        self.load_models()
+
+    def _remember_theme(self, theme) -> None:
+        if self.config.error:
+            return  # never overwrite a broken config file
+        self.config.data.setdefault("ui", {})["theme"] = theme.name
+        self.config.save()
+
+    def set_status(self, text: str) -> None:
+        self.query_one("#status", Static).update(text)
+
+    # -- model work (thread workers) ----------------------------------------------------------
+    @work(thread=True, exclusive=True, group="models")
+    def load_models(self) -> None:
+        s = self.settings
+        try:
+            engine = build_engine(s.target, s.draft, s.sampling, s.draft_settings, s.models,
+                                  s.p_min)
+        except ModelNotInstalledError as exc:
+            self.call_from_thread(self.push_screen, FetchScreen(str(exc)), self._fetched)
+            return
+        except SpecchatError as exc:
+            self.post_message(WorkerFailed(f"{exc}"))
+            return
+        target = engine.target
+        self.target_path = target.path
+        self.session = ChatSession(engine, Conversation(system=s.system))
+        baseline = None
+        if s.measure_baseline:
+            plain = SpeculativeEngine(target, NoDrafter(), SamplingParams())
+            ids = target.tokenize(target.render_chat([("user", "Say hello.")]))
+            turn = list(plain.generate(ids, GenerationSettings(max_tokens=BASELINE_TOKENS)))[-1]
+            baseline = turn.tokens_per_second
+        self.post_message(ModelsReady(baseline))
+
+    @work(thread=True, exclusive=True, group="turn")
+    def run_turn(self, text: str) -> None:
+        assert self.session is not None
+        batch: list[Event] = []
+        try:
+            for event in self.session.turn(text, self.settings.generation, self.cancel):
+                batch.append(event)
+                if isinstance(event, (RoundEvent, TurnEvent)):
+                    self.post_message(EventBatch(batch))
+                    batch = []
+        except ContextOverflowError as exc:
+            self.post_message(WorkerFailed(f"{exc}; start a new chat (Ctrl+N) or raise --ctx"))
+        except SpecchatError as exc:
+            self.post_message(WorkerFailed(str(exc)))
+
+    @work(thread=True, exclusive=True, group="models")
+    def load_draft(self, spec: str) -> None:
+        assert self.session is not None
+        engine = self.session.engine
+        s = self.settings
+        try:
+            drafter = load_drafter(spec, engine.target, s.sampling, engine.rng, s.models, s.p_min)
+        except SpecchatError as exc:
+            self.post_message(WorkerFailed(str(exc)))
+            return
+        self.call_from_thread(self._use_drafter, drafter)
+
+    def _fetched(self, ok: bool | None) -> None:
+        if ok:
+            self.set_status("models fetched and verified; loading…")
+            self.load_models()
+
+    def _use_drafter(self, drafter) -> None:
+        assert self.session is not None
+        old = self.session.engine.drafter
+        self.session.engine.drafter = drafter
+        backend = getattr(old, "backend", None)
+        if backend is not None:
+            backend.close()
+        self.settings.draft = drafter.name
+        if self.conversation_id is not None:
+            self.history.set_models(self.conversation_id, str(self.target_path), drafter.name)
+        self.set_status(f"draft: {drafter.name} (it catches up on the conversation next turn)")
+
+    # -- messages from workers ----------------------------------------------------------------
+    def on_models_ready(self, message: ModelsReady) -> None:
+        assert self.session is not None
+        side = self.query_one(StatsPanel)
+        if message.baseline:
+            side.set_baseline(message.baseline,
+                              f"target only, {BASELINE_TOKENS} greedy tokens at start")
+        side.show(self.stats, self.session.engine.drafter.name)
+        self.query_one(PromptInput).disabled = False
+        self.query_one(PromptInput).focus()
+        self.set_status(f"target {self.target_path.name} · draft {self.session.engine.drafter.name}"
+                        " · Enter sends, Ctrl+J newline, Esc stops")
+
+    def on_worker_failed(self, message: WorkerFailed) -> None:
+        if self.busy and self.live is not None:
+            self.live.note = "no reply: " + message.error
+            self.live.refresh_content()
+        self.busy = False
+        self.set_status(f"[b red]error:[/] {message.error}")
+        self.notify(message.error, severity="error", timeout=15)
+        if self.session is not None:
+            self.query_one(PromptInput).disabled = False
+
+    def on_event_batch(self, message: EventBatch) -> None:
+        assert self.live is not None and self.session is not None
+        tokens = [e for e in message.events if isinstance(e, TokenEvent)]
+        if tokens:
+            self.live.add_tokens(tokens)
+        for event in message.events:
+            if isinstance(event, RoundEvent):
+                self.stats.add_round(event)
+            elif isinstance(event, TurnEvent):
+                self._finish_turn(event)
+        if not any(isinstance(e, TurnEvent) for e in message.events):
+            self.query_one(StatsPanel).show(self.stats, self.session.engine.drafter.name)
+        transcript = self.query_one("#transcript", VerticalScroll)
+        if transcript.max_scroll_y - transcript.scroll_y <= 3:  # follow only when at the bottom
+            transcript.scroll_end(animate=False)
+
+    def _finish_turn(self, turn: TurnEvent) -> None:
+        assert self.live is not None
+        self.last_turn = turn
+        side = self.query_one(StatsPanel)
+        if turn.draft == "none" and turn.tokens_per_second:
+            side.set_baseline(turn.tokens_per_second, f"target only, measured on the last "
+                                                      f"target-only turn ({turn.n_tokens} tokens)")
+        side.show(self.stats, turn.draft, final=turn)
+        if turn.stop_reason == "cancelled":
+            self.live.note = "stopped"
+            self.live.refresh_content()
+        stats = {k: getattr(turn, k) for k in (
+            "n_tokens", "n_drafted", "n_accepted", "acceptance_rate", "mean_accepted_length",
+            "tokens_per_second", "ttft_s", "target_passes", "draft", "k", "stop_reason")}
+        if self.conversation_id is not None:
+            self.history.add_message(self.conversation_id, "assistant", turn.text, stats)
+        self.busy = False
+        self.set_status(f"{turn.n_tokens} tokens · stop: {turn.stop_reason}")
+
+    # -- user actions -------------------------------------------------------------------------
+    @on(PromptInput.Submitted)
+    def send(self, message: PromptInput.Submitted) -> None:
+        if self.busy or self.session is None:
+            self.notify("a reply is still being generated (Esc stops it)")
+            return
+        self.begin_reply(message.text)
+        self.run_turn(message.text)
+
+    def begin_reply(self, text: str) -> None:
+        """Show and save the user's message and open an empty reply for the turn's events."""
+        assert self.session is not None
+        transcript = self.query_one("#transcript", VerticalScroll)
+        user = LiveReply(role="user")
+        user.set_plain(text)
+        self.live = LiveReply(role="assistant")
+        self.live.show_rejected = self.show_rejected
+        transcript.mount(user, self.live)
+        transcript.scroll_end(animate=False)
+        if self.conversation_id is None:
+            self.conversation_id = self.history.new_conversation(
+                text[:60], str(self.target_path), self.session.engine.drafter.name,
+                self.settings.system)
+        self.history.add_message(self.conversation_id, "user", text)
+        self.stats = TurnStats()
+        self.cancel = threading.Event()
+        self.busy = True
+        self.set_status("generating… (Esc stops)")
+
+    def action_stop(self) -> None:
+        if self.busy:
+            self.cancel.set()
+            self.set_status("stopping after this round…")
+
+    def action_toggle_rejected(self) -> None:
+        self.show_rejected = not self.show_rejected
+        for reply in self.query(LiveReply):
+            reply.show_rejected = self.show_rejected
+
+    def action_draft_menu(self) -> None:
+        if self.target_path is None or self.session is None:
+            return
+        menu = DraftMenu(draft_choices(self.target_path), self.session.engine.drafter.name)
+        self.push_screen(menu, lambda spec: spec and self.swap_draft(spec))
+
+    def swap_draft(self, spec: str) -> None:
+        if self.busy:
+            self.notify("stop the reply first (Esc), then swap the draft")
+            return
+        self.set_status(f"loading draft {spec}…")
+        self.load_draft(spec)
+
+    def action_new_chat(self) -> None:
+        if self.busy or self.session is None:
+            return
+        self.session.conversation = Conversation(system=self.settings.system)
+        self.conversation_id = None
+        self.query_one("#transcript", VerticalScroll).remove_children()
+        self.set_status("new conversation")
+
+    def current_settings(self) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "k": s.draft_settings.k, "n_min": s.draft_settings.n_min, "p_min": s.p_min,
+            "temperature": s.sampling.temperature, "top_k": s.sampling.top_k,
+            "top_p": s.sampling.top_p, "seed": s.sampling.seed,
+            "max_tokens": s.generation.max_tokens,
+            "target_gpu_layers": s.models.target_gpu_layers,
+            "draft_gpu_layers": s.models.draft_gpu_layers, "show_rejected": self.show_rejected,
+        }
+
+    def action_settings(self) -> None:
+        if not self.busy:
+            self.push_screen(SettingsScreen(self.current_settings()), self.apply_settings)
+
+    def apply_settings(self, values: dict[str, Any] | None) -> None:
+        """Use the new settings from the next turn on, and save them (never over a broken
+        config file)."""
+        if values is None:
+            return
+        merged = {**self.current_settings(), **values}
+        s = self.settings
+        s.draft_settings = DraftSettings(merged["k"], merged["n_min"])
+        s.sampling = SamplingParams(merged["temperature"], merged["top_k"], merged["top_p"],
+                                    merged["seed"])
+        s.p_min = merged["p_min"]
+        s.generation.max_tokens = merged["max_tokens"]
+        s.models.target_gpu_layers = merged["target_gpu_layers"]
+        s.models.draft_gpu_layers = merged["draft_gpu_layers"]
+        if self.session is not None:
+            engine = self.session.engine
+            engine.draft_settings, engine.sampling = s.draft_settings, s.sampling
+            engine.rng = np.random.default_rng(s.sampling.seed)
+            if isinstance(engine.drafter, ModelDrafter):
+                engine.drafter.sampling, engine.drafter.rng = s.sampling, engine.rng
+                engine.drafter.p_min = s.p_min
+        if merged["show_rejected"] != self.show_rejected:
+            self.action_toggle_rejected()
+        if self.config.error:
+            self.notify("settings in use but not saved: " + self.config.error, severity="warning")
+            return
+        engine_section = {k: v for k, v in merged.items() if v is not None and k != "show_rejected"}
+        self.config.data["engine"] = engine_section
+        self.config.data.setdefault("ui", {})["show_rejected"] = self.show_rejected
+        self.config.save()
+        self.set_status("settings saved")
+
+    def action_history(self) -> None:
+        if not self.busy and self.session is not None:
+            self.push_screen(HistoryScreen(self.history), self.open_conversation)
+
+    def open_conversation(self, conversation_id: int | None) -> None:
+        """Show a saved conversation and continue it: the engine re-evaluates its tokens once."""
+        if conversation_id is None or self.session is None:
+            return
+        stored = self.history.conversation(conversation_id)
+        messages = self.history.messages(conversation_id)
+        self.session.conversation = Conversation(
+            system=stored.system, messages=[(m.role, m.content) for m in messages])
+        self.conversation_id = conversation_id
+        transcript = self.query_one("#transcript", VerticalScroll)
+        transcript.remove_children()
+        for m in messages:
+            widget = LiveReply(role=m.role)
+            widget.set_plain(m.content)
+            transcript.mount(widget)
+        transcript.scroll_end(animate=False)
+        self.set_status(f"opened: {stored.title}")

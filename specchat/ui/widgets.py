@@ -1,0 +1,143 @@
+"""Small widgets of the chat screen: the live reply, the stats panel, the prompt, the legend."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.content import Content
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Static, TextArea
+
+from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
+from specchat.engine.stats import TurnStats
+from specchat.ui.theming import token_style
+
+LEGEND_TEXT = {
+    TokenKind.ACCEPTED: "accepted draft",
+    TokenKind.REJECTED: "rejected draft",
+    TokenKind.CORRECTED: "target correction",
+    TokenKind.BONUS: "bonus",
+    TokenKind.TARGET: "target only / first token",
+}
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+class Legend(Static):
+    """What each token colour means, in the theme's own colours."""
+
+    def on_mount(self) -> None:
+        parts = []
+        for kind, label in LEGEND_TEXT.items():
+            parts += [Content.styled(f" {label} ", token_style(kind)), Content(" ")]
+        self.update(Content.assemble(*parts))
+
+
+class LiveReply(Static):
+    """A reply as token verdicts: each piece styled by its kind through theme variables.
+
+    Rejected drafts stay in the list at the place they were refused and are drawn only while
+    `show_rejected` is on, so toggling it redraws without losing anything.
+    """
+
+    show_rejected: reactive[bool] = reactive(True)
+
+    def __init__(self, *, role: str = "assistant", **kwargs) -> None:
+        super().__init__("", **kwargs)
+        self.pieces: list[tuple[TokenKind, str]] = []
+        self.note = ""
+        self.add_class(role)
+
+    def add_tokens(self, events: list[TokenEvent]) -> None:
+        self.pieces += [(e.kind, e.text) for e in events]
+        self.refresh_content()
+
+    def set_plain(self, text: str, kind: TokenKind = TokenKind.TARGET) -> None:
+        self.pieces = [(kind, text)]
+        self.refresh_content()
+
+    def watch_show_rejected(self) -> None:
+        self.refresh_content()
+
+    def refresh_content(self) -> None:
+        shown = [Content.styled(text, token_style(kind)) for kind, text in self.pieces
+                 if self.show_rejected or kind is not TokenKind.REJECTED]
+        if self.note:
+            shown.append(Content.styled(f"  [{self.note}]", "italic $text-muted"))
+        self.update(Content.assemble(*shown) if shown else Content(""))
+
+
+class PromptInput(TextArea):
+    """Multi-line input: Enter sends, Ctrl+J inserts a newline."""
+
+    BINDINGS = [
+        Binding("enter", "submit", "Send", priority=True),
+        Binding("ctrl+j", "newline", "Newline", show=False),
+    ]
+
+    class Submitted(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def action_submit(self) -> None:
+        text = self.text.strip()
+        if text:
+            self.post_message(self.Submitted(text))
+            self.clear()
+
+    def action_newline(self) -> None:
+        self.insert("\n")
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "–" if value is None else f"{value:{spec}}{suffix}"
+
+
+class StatsPanel(Static):
+    """Per-turn numbers, live while a turn streams, each labelled with what it measures."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("", **kwargs)
+        self.baseline: float | None = None
+        self.baseline_label = "not measured yet"
+        self.session_tokens = 0
+        self.session_saved = 0
+
+    def set_baseline(self, rate: float, how: str) -> None:
+        self.baseline, self.baseline_label = rate, how
+
+    def show(self, stats: TurnStats, draft: str, final: TurnEvent | None = None) -> None:
+        rate = stats.tokens_per_second
+        speedup = rate / self.baseline if rate and self.baseline else None
+        passes = final.target_passes if final else stats.rounds
+        saved = max(0, stats.tokens - passes)
+        bars = " ".join(f"{i + 1}:{SPARK[min(7, int(a * 8))]}{a:.0%}"
+                        for i, a in enumerate(stats.by_position))
+        spark = ""
+        if stats.round_rates:
+            top = max(stats.round_rates) or 1.0
+            spark = "".join(SPARK[min(7, int(8 * r / top))] for r in stats.round_rates[-28:])
+        lines = [
+            f"[b]{'last turn' if final else 'this turn'}[/b]  draft: {draft}",
+            f"tokens            {stats.tokens}",
+            f"acceptance        {_fmt(stats.acceptance, '.0%')}  ({stats.accepted}/{stats.drafted})",
+            f"mean accepted len {_fmt(stats.mean_accepted_length, '.2f')}",
+            f"decode tok/s      {_fmt(rate, '.1f')}",
+            f"time to 1st token {_fmt(stats.t_first and stats.t_first * 1000, '.0f', ' ms')}",
+            f"inter-token mean  {_fmt(stats.itl_mean and stats.itl_mean * 1000, '.0f', ' ms')}",
+            f"inter-token p95   {_fmt(stats.itl_p95 and stats.itl_p95 * 1000, '.0f', ' ms')}",
+            f"draft length k    {stats.k}",
+            f"target passes     {passes}  (saved {saved})",
+            f"speedup           {_fmt(speedup, '.2f', 'x')}",
+            f"  vs target-only {_fmt(self.baseline, '.1f', ' tok/s')}",
+            f"  ({self.baseline_label})",
+            f"tok/s per round   {spark}",
+            f"accept by pos     {bars}",
+        ]
+        if final:
+            self.session_tokens += final.n_tokens
+            self.session_saved += saved
+            lines.append(f"stop              {final.stop_reason}")
+        lines += ["", f"[b]session[/b]  tokens {self.session_tokens}, "
+                      f"target passes saved {self.session_saved}"]
+        self.update(Content.from_markup("\n".join(lines)))

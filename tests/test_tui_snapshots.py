@@ -1,0 +1,86 @@
+"""Snapshot tests of the chat screen: every kind of token in every theme, and the draft menu
+with incompatible models and their reasons. The reply is a fixed event stream (timings
+included), so the pictures do not depend on how fast this machine is."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
+from specchat.engine.stats import TurnStats
+from specchat.ui.app import EventBatch
+from specchat.ui.widgets import PromptInput
+from test_tui import SIZE, make_app, ready, until
+
+A, R, C, B, T = (TokenKind.ACCEPTED, TokenKind.REJECTED, TokenKind.CORRECTED, TokenKind.BONUS,
+                 TokenKind.TARGET)
+ROUNDS = [
+    [(T, "Speculative")],
+    [(A, " decoding"), (A, " lets"), (R, " the"), (C, " a")],
+    [(A, " small"), (A, " draft"), (A, " model"), (B, " propose")],
+    [(A, " tokens"), (R, ","), (R, " and"), (C, " that")],
+    [(A, " the"), (A, " large"), (A, " model"), (B, " checks")],
+]
+
+
+def fixed_stream() -> list[list]:
+    """Batches as the turn worker posts them: each round's tokens and summary, then the turn."""
+    stats, batches, position, t = TurnStats(), [], 0, 0.0
+    ids: list[int] = []
+    for n, pieces in enumerate(ROUNDS):
+        tokens = []
+        for kind, text in pieces:
+            tokens.append(TokenEvent(kind, 100 + len(ids), text, position, n, 0.9, 0.8, 2.5))
+            if kind is not R:
+                ids.append(100 + len(ids))
+                position += 1
+        drafted = sum(k in (A, R) for k, _ in pieces)
+        accepted = sum(k is A for k, _ in pieces)
+        emitted = sum(k is not R for k, _ in pieces)
+        t += 0.25
+        summary = RoundEvent(n, 3 if n else 0, drafted, accepted, 0.1 if n else 0.0, 0.15,
+                             emitted, t)
+        stats.add_round(summary)
+        batches.append(tokens + [summary])
+    text = "".join(x for pieces in ROUNDS for k, x in pieces if k is not R)
+    batches.append([stats.turn_event(text=text, token_ids=ids, prompt_ids=[1, 2, 3], wall_s=t,
+                                     target_passes=len(ROUNDS), draft_passes=12,
+                                     draft="tiny-draft", k=3, stop_reason="max_tokens")])
+    return batches
+
+
+@pytest.fixture
+def app(tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tiny.target.parent))
+    monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
+    app = make_app(tiny, tmp_path)
+    app.settings.measure_baseline = False
+    return app
+
+
+@pytest.mark.parametrize("theme", ["specchat-dark", "specchat-light", "specchat-colorblind",
+                                   "specchat-projector"])
+def test_chat_screen_with_every_kind_of_token(snap_compare, app, theme):
+    async def run_before(pilot):
+        await ready(app, pilot)
+        app.theme = theme
+        app.query_one(PromptInput).cursor_blink = False
+        await pilot.pause()
+        app.begin_reply("What is speculative decoding?")
+        for batch in fixed_stream():
+            app.post_message(EventBatch(batch))
+        await until(pilot, lambda: app.last_turn is not None)
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause(0.1)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_draft_menu_lists_incompatible_models_with_their_reason(snap_compare, app):
+    async def run_before(pilot):
+        await ready(app, pilot)
+        app.query_one(PromptInput).cursor_blink = False
+        await pilot.press("ctrl+d")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

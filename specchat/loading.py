@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specchat.backends.llamacpp import LlamaCppBackend
+from specchat.backends.llamacpp import NO_TRUNCATION, LlamaCppBackend
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, resolve_model
 from specchat.engine.drafters import Drafter, ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
-from specchat.errors import IncompatibleDraftError
+from specchat.errors import CacheTruncationError, IncompatibleDraftError
 
 
 @dataclass
@@ -47,6 +47,8 @@ def load_drafter(
     """`none`, `ngram`, or a model (path, catalog name, `default`) checked against the target."""
     if spec == "none":
         return NoDrafter()
+    if not target.can_truncate:
+        raise CacheTruncationError(f"{target.name}: {NO_TRUNCATION}")
     if spec == "ngram":
         return NgramDrafter(options.ngram_n)
     path = resolve_model(spec, "draft", catalog)
@@ -57,6 +59,9 @@ def load_drafter(
         )
     backend = LlamaCppBackend(path, n_ctx=target.n_ctx, n_gpu_layers=options.draft_gpu_layers,
                               n_threads=options.threads)
+    if not backend.can_truncate:
+        backend.close()
+        raise CacheTruncationError(f"{backend.name}: {NO_TRUNCATION}")
     return ModelDrafter(backend, sampling, rng, p_min)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tinymodels import TinySpec, write_tiny_gguf  # noqa: E402
+from tinymodels import TinySpec, write_tiny_gguf, write_tiny_mamba  # noqa: E402
 
 from specchat.backends.llamacpp import LlamaCppBackend  # noqa: E402
 
@@ -32,6 +32,8 @@ class TinyModels:
     """Another vocabulary type (SentencePiece 'llama')."""
     other_eos: Path
     """EOS is <|endoftext|> instead of <|im_end|>."""
+    recurrent: Path
+    """A Mamba model: its memory cannot drop part of a sequence."""
 
 
 @pytest.fixture(scope="session")
@@ -43,9 +45,11 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
     write_tiny_gguf(d / "tiny-wide-vocab.gguf", TinySpec(seed=3, extra_tokens=200))
     write_tiny_gguf(d / "tiny-spm.gguf", TinySpec(seed=4, tokenizer_model="llama"))
     write_tiny_gguf(d / "tiny-other-eos.gguf", TinySpec(seed=5, eos_name="<|endoftext|>"))
+    write_tiny_mamba(d / "tiny-mamba.gguf")
     return TinyModels(
         d / "tiny-target.gguf", d / "tiny-draft.gguf", d / "tiny-other-vocab.gguf",
         d / "tiny-wide-vocab.gguf", d / "tiny-spm.gguf", d / "tiny-other-eos.gguf",
+        d / "tiny-mamba.gguf",
     )
 
 

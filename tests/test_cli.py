@@ -60,6 +60,7 @@ def truncated_copy(src: Path, dst: Path) -> Path:
         ("incompatible", "cannot draft for tiny-target.gguf: token 40 differs"),
         ("spm", "vocabulary types differ"),
         ("too_long", "the context holds"),
+        ("recurrent", "tiny-mamba: this model's memory cannot drop part of a sequence"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(tiny, tmp_path, case, expected):
@@ -75,6 +76,10 @@ def test_bad_input_is_one_clear_line_and_exit_2(tiny, tmp_path, case, expected):
         draft = str(tiny.other_vocab)
     elif case == "spm":
         draft = str(tiny.spm_vocab)
+    elif case == "recurrent":  # n-gram proposals on a repetitive prompt get refused
+        target, draft, extra = str(tiny.recurrent), "ngram", ["--ngram-n", "1", "--max-tokens",
+                                                               "64"]
+        prompt = "ab" * 20
     elif case == "too_long":
         prompt, extra = "word " * 400, ["--ctx", "256"]
     proc = specchat("ask", prompt, "--target", target, "--draft", draft, *extra, tmp_path=tmp_path)

@@ -315,3 +315,15 @@ def test_generation_stops_when_the_context_is_full(tiny):
     assert turn.stop_reason == "context_full"
     assert len(prompt) + turn.n_tokens == small.n_ctx + 1  # the last token needs no evaluation
     small.close()
+
+
+def test_a_model_that_cannot_drop_part_of_its_cache_is_named_in_a_clear_error(tiny):
+    from specchat.errors import CacheTruncationError
+
+    mamba = load(tiny.recurrent)
+    assert not mamba.can_truncate
+    mamba.eval([65, 66, 67, 68], 3)
+    with pytest.raises(CacheTruncationError, match="tiny-mamba: this model's memory cannot drop"):
+        mamba.truncate(2)
+    assert mamba.tokens == [65, 66, 67, 68]  # the mirror still tells the truth
+    mamba.close()

@@ -138,3 +138,57 @@ def write_tiny_gguf(path: Path, spec: TinySpec) -> dict[str, np.ndarray]:
     writer.write_tensors_to_file()
     writer.close()
     return w
+
+
+def write_tiny_mamba(path: Path, seed: int = 0) -> None:
+    """A 1-layer Mamba (a recurrent model: its memory cannot drop part of a sequence)."""
+    spec = TinySpec(seed=seed)
+    tokens, types = vocabulary(spec)
+    rng = np.random.default_rng(seed)
+    e, inner, state, rank, conv, v = 32, 64, 8, 4, 4, len(tokens)
+
+    def mat(*shape: int, scale: float = 0.2) -> np.ndarray:
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    writer = gguf.GGUFWriter(str(path), "mamba")
+    writer.add_name(path.stem)
+    writer.add_context_length(spec.n_ctx)
+    writer.add_embedding_length(e)
+    writer.add_block_count(1)
+    writer.add_feed_forward_length(0)
+    writer.add_head_count(0)
+    writer.add_ssm_conv_kernel(conv)
+    writer.add_ssm_inner_size(inner)
+    writer.add_ssm_state_size(state)
+    writer.add_ssm_time_step_rank(rank)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(MERGES)
+    writer.add_bos_token_id(tokens.index("<|endoftext|>"))
+    writer.add_eos_token_id(tokens.index("<|im_end|>"))
+    writer.add_add_bos_token(False)
+    tensors = {
+        "token_embd.weight": mat(v, e, scale=1.0),
+        "output_norm.weight": np.ones(e, dtype=np.float32),
+        "output.weight": mat(v, e, scale=4.0 / np.sqrt(e)),
+        "blk.0.attn_norm.weight": np.ones(e, dtype=np.float32),
+        "blk.0.ssm_in.weight": mat(2 * inner, e),
+        "blk.0.ssm_conv1d.weight": mat(inner, conv),
+        "blk.0.ssm_conv1d.bias": mat(inner),
+        "blk.0.ssm_x.weight": mat(rank + 2 * state, inner),
+        "blk.0.ssm_dt.weight": mat(inner, rank),
+        "blk.0.ssm_dt.bias": mat(inner),
+        "blk.0.ssm_a": -np.abs(mat(inner, state, scale=1.0)) - 0.1,
+        "blk.0.ssm_d": np.ones(inner, dtype=np.float32),
+        "blk.0.ssm_out.weight": mat(e, inner),
+    }
+    for name, arr in tensors.items():
+        writer.add_tensor(name, arr.astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()

@@ -22,6 +22,8 @@ class Backend(Protocol):
     """Token ids the KV cache holds, positions 0..len-1."""
     passes: int
     """Forward passes run so far (one per `eval` call)."""
+    can_truncate: bool
+    """Whether the cache can drop a suffix (speculation needs it after every rejection)."""
 
     def tokenize(self, text: str, *, special: bool = True) -> list[int]: ...
 

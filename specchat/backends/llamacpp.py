@@ -21,6 +21,8 @@ from specchat.catalog.gguf_file import read_gguf
 from specchat.errors import CacheTruncationError, ContextOverflowError, ModelFileError
 
 _SEQ = 0
+NO_TRUNCATION = ("this model's memory cannot drop part of a sequence (recurrent or hybrid "
+                 "architecture), so it cannot take part in speculation; use --draft none")
 _init_lock = threading.Lock()
 _initialised = False
 _log_tail: deque[str] = deque(maxlen=20)
@@ -113,6 +115,9 @@ class LlamaCppBackend:
         self._piece_buf = ctypes.create_string_buffer(256)
         self.tokens: list[int] = []
         self.passes = 0
+        self.can_truncate = not (llama_cpp.llama_model_is_recurrent(self._model)
+                                 or llama_cpp.llama_model_is_hybrid(self._model))
+        """False for recurrent and hybrid models: their memory cannot drop part of a sequence."""
         self._add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
         self._bos = int(llama_cpp.llama_vocab_bos(self._vocab))
         template = llama_cpp.llama_model_chat_template(self._model, None)
@@ -203,10 +208,7 @@ class LlamaCppBackend:
         if n >= len(self.tokens):
             return
         if not llama_cpp.llama_memory_seq_rm(self._mem, _SEQ, n, -1):
-            raise CacheTruncationError(
-                f"{self.name}: this model's memory cannot drop part of a sequence "
-                "(recurrent or hybrid architecture), so it cannot take part in speculation"
-            )
+            raise CacheTruncationError(f"{self.name}: {NO_TRUNCATION}")
         del self.tokens[n:]
 
     def close(self) -> None:

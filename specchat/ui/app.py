@@ -40,6 +40,7 @@ from specchat.ui.theming import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_theme
 from specchat.ui.widgets import Legend, LiveReply, PromptInput, StatsPanel
 
 BASELINE_TOKENS = 16
+WARMUP_TOKENS = 8
 
 
 @dataclass
@@ -170,8 +171,11 @@ class SpecchatApp(App):
         self.session = ChatSession(engine, Conversation(system=s.system))
         baseline = None
         if s.measure_baseline:
-            plain = SpeculativeEngine(target, NoDrafter(), SamplingParams())
             ids = target.tokenize(target.render_chat([("user", "Say hello.")]))
+            # warm up first: right after loading, both models' weights are still being paged
+            # in, and a rate measured then would be several times too low
+            list(engine.generate(ids, GenerationSettings(max_tokens=WARMUP_TOKENS)))
+            plain = SpeculativeEngine(target, NoDrafter(), SamplingParams())
             turn = list(plain.generate(ids, GenerationSettings(max_tokens=BASELINE_TOKENS)))[-1]
             baseline = turn.tokens_per_second
         self.post_message(ModelsReady(baseline))

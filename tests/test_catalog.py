@@ -26,6 +26,7 @@ from test_cli import specchat
         ("other_eos", "special_tokens", "eos 264 vs 262"),
         ("wide_vocab", "vocab_size", "vocabulary sizes differ by 200 (target 265, draft 465"),
         ("other_vocab", "token_text", "token 40 differs: target '(', draft ')'"),
+        ("recurrent", "memory", "the draft is a mamba model: its recurrent memory cannot"),
     ],
 )
 def test_each_compatibility_rule_gives_its_own_reason(tiny, draft_attr, rule, words):
@@ -173,3 +174,17 @@ def test_models_add_registers_a_file_that_list_then_shows(tiny, tmp_path):
     assert "qwen2.5-coder-1.5b-instruct-q4_k_m" in listing.stdout
     bad = specchat("models", "add", str(tmp_path / "config.toml"), tmp_path=tmp_path)
     assert bad.returncode == 2 and "not a GGUF" in bad.stderr
+
+
+def test_a_built_wheel_carries_the_catalog_and_the_themes(tmp_path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(root), "-w",
+                    str(tmp_path)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("specchat-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "specchat/_data/models/catalog.toml" in names
+    assert {f"specchat/_data/themes/{t}.toml" for t in ("dark", "light", "colorblind",
+                                                        "projector")} <= set(names)

@@ -99,10 +99,19 @@ def test_greedy_speculation_equals_target_only_up_to_a_near_tie(
     assert gap <= near_tie, f"divergence at {at} is not a near-tie: gap {gap} > {near_tie}"
 
 
-def test_speculation_drafts_and_accepts_on_the_real_pair(pair):
+def test_every_token_is_the_argmax_of_the_logits_the_engine_computed(pair):
+    """Exactness on the real pair: each emitted token is the target's argmax in the very rows
+    the engine received for its position; speculation drafted, accepted and saved passes."""
+    from conftest import RecordingBackend
+
     target, draft = pair
-    spec = SpeculativeEngine(target, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
+    recording = RecordingBackend(target)
+    spec = SpeculativeEngine(recording, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
                              GREEDY, DraftSettings(k=3))
-    _, turn = reply(spec, PROMPTS[0])
+    tokens, turn = reply(spec, PROMPTS[0])
+    n_prompt = len(turn.prompt_token_ids)
+    for event in tokens:
+        if event.kind != "rejected":
+            assert event.id == int(recording.rows[n_prompt + event.position].argmax())
     assert turn.n_drafted > 0 and turn.acceptance_rate > 0.5
     assert turn.target_passes < turn.n_tokens  # speculation saved target passes

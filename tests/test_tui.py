@@ -238,3 +238,22 @@ def test_a_prompt_too_long_for_the_context_is_a_clear_error_and_the_chat_goes_on
             await say(app, pilot, "short one")
             assert len(app.session.conversation.messages) == 2
     run(scenario)
+
+
+def test_changing_the_target_keeps_the_chat_and_drops_a_draft_that_no_longer_fits(
+        tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tiny.target.parent))
+    app = make_app(tiny, tmp_path)
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await say(app, pilot, "before")
+            app.swap_target(str(tiny.other_vocab))
+            await until(pilot, lambda: app.target_path == tiny.other_vocab)
+            await until(pilot, lambda: not app.query_one(PromptInput).disabled)
+            assert app.session.engine.drafter.name == "none"
+            assert "draft set to none: token 40 differs" in str(app.query_one("#status").render())
+            await say(app, pilot, "after")
+            assert [m[0] for m in app.session.conversation.messages] == ["user", "assistant"] * 2
+    run(scenario)

@@ -1,7 +1,8 @@
 """Can this draft model draft for that target? llama.cpp's rule, with the reason spelled out.
 
 The rule (common/speculative.cpp): same vocabulary type, same BOS/EOS handling, vocabulary sizes
-within 128, and identical token text from id 5 upward. Read from GGUF headers only, so a menu
+within 128, and identical token text from id 5 upward. Before it, specchat's own: neither model
+may be recurrent or hybrid (their memory cannot drop a rejected draft's tokens). Read from GGUF headers only, so a menu
 can judge every model on disk without loading any weights.
 """
 
@@ -14,6 +15,14 @@ from pathlib import Path
 from specchat.catalog.gguf_file import GGUFInfo, read_gguf
 
 MAX_VOCAB_SIZE_DIFFERENCE = 128
+RECURRENT_ARCHITECTURES = frozenset({
+    # llm_arch_is_recurrent / llm_arch_is_hybrid in the vendored llama.cpp: their memory keeps
+    # a state that cannot drop the rejected tail of a draft
+    "mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "jamba", "falcon-h1", "plamo2",
+    "granitehybrid", "lfm2", "lfm2moe", "nemotron_h", "nemotron_h_moe", "qwen3next",
+    "kimi-linear", "bailingmoe3", "kimi-k3", "glm5-next", "qwen35", "qwen35moe", "qwen4exp",
+    "deepseek4", "minimax-01",
+})
 CHECK_FROM_TOKEN = 5
 _ADD_BOS_DEFAULT = {"llama": True, "gpt2": False}
 
@@ -23,7 +32,7 @@ class Compatibility:
     ok: bool
     reason: str
     rule: str
-    """Which rule decided: vocab_type, special_tokens, vocab_size, token_text, or ok."""
+    """Which rule decided: memory, vocab_type, special_tokens, vocab_size, token_text, or ok."""
 
 
 def _specials(info: GGUFInfo) -> dict[str, object]:
@@ -37,6 +46,12 @@ def _specials(info: GGUFInfo) -> dict[str, object]:
 
 
 def check_infos(target: GGUFInfo, draft: GGUFInfo) -> Compatibility:
+    for role, info in (("target", target), ("draft", draft)):
+        if info.architecture in RECURRENT_ARCHITECTURES:
+            return Compatibility(
+                False, f"the {role} is a {info.architecture} model: its recurrent memory cannot "
+                       "drop rejected draft tokens", "memory",
+            )
     t_type, d_type = target.get("tokenizer.ggml.model"), draft.get("tokenizer.ggml.model")
     if t_type != d_type:
         return Compatibility(

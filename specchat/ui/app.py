@@ -31,8 +31,12 @@ from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeE
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import TurnStats
 from specchat.errors import ContextOverflowError, ModelNotInstalledError, SpecchatError
-from specchat.loading import ModelOptions, build_engine, load_drafter
-from specchat.ui.draft_menu import DraftCommands, DraftMenu, draft_choices
+from specchat.backends.llamacpp import NO_TRUNCATION
+from specchat.catalog import compat
+from specchat.loading import ModelOptions, build_engine, load_drafter, load_target
+from specchat.ui.model_menu import (
+    DraftCommands, ModelMenu, draft_choices, target_choices,
+)
 from specchat.ui.fetch_screen import FetchScreen
 from specchat.ui.history_screen import HistoryScreen
 from specchat.ui.settings_screen import SettingsScreen
@@ -94,6 +98,7 @@ class SpecchatApp(App):
         Binding("escape", "stop", "Stop reply"),
         # priority: the prompt (a TextArea) would take ctrl+d as "delete right" otherwise
         Binding("ctrl+d", "draft_menu", "Draft", priority=True),
+        Binding("ctrl+t", "target_menu", "Target", priority=True),
         Binding("ctrl+r", "toggle_rejected", "Rejected on/off", priority=True),
         Binding("ctrl+n", "new_chat", "New chat", priority=True),
         Binding("ctrl+o", "history", "History", priority=True),
@@ -324,8 +329,54 @@ class SpecchatApp(App):
     def action_draft_menu(self) -> None:
         if self.target_path is None or self.session is None:
             return
-        menu = DraftMenu(draft_choices(self.target_path), self.session.engine.drafter.name)
+        choices = draft_choices(self.target_path)
+        empty = "" if any(c.ok for c in choices[2:]) else \
+            "No compatible draft model on disk for this target."
+        menu = ModelMenu("Draft model", choices, self.session.engine.drafter.name, empty)
         self.push_screen(menu, lambda spec: spec and self.swap_draft(spec))
+
+    def action_target_menu(self) -> None:
+        if self.target_path is None or self.session is None:
+            return
+        backend = getattr(self.session.engine.drafter, "backend", None)
+        menu = ModelMenu("Target model", target_choices(backend.path if backend else None),
+                         self.target_path.stem)
+        self.push_screen(menu, lambda spec: spec and self.swap_target(spec))
+
+    def swap_target(self, spec: str) -> None:
+        if self.busy:
+            self.notify("stop the reply first (Esc), then change the target")
+            return
+        self.set_status(f"loading target {spec}…")
+        self.query_one(PromptInput).disabled = True
+        self.load_target(spec)
+
+    @work(thread=True, exclusive=True, group="models")
+    def load_target(self, spec: str) -> None:
+        """A new target keeps the conversation (it is re-evaluated on the next turn); a draft
+        model that cannot draft for it falls back to none, and the user is told why."""
+        assert self.session is not None
+        s, old = self.settings, self.session.engine
+        try:
+            target = load_target(spec, s.models)
+        except SpecchatError as exc:
+            self.post_message(WorkerFailed(str(exc)))
+            return
+        drafter, note = old.drafter, ""
+        backend = getattr(drafter, "backend", None)
+        if backend is not None:
+            verdict = compat.check(target.path, backend.path)
+            if not verdict.ok:
+                backend.close()
+                drafter, note = NoDrafter(), f"; draft set to none: {verdict.reason}"
+        if not target.can_truncate and drafter.name != "none":
+            drafter, note = NoDrafter(), f"; draft set to none: {NO_TRUNCATION}"
+        old.target.close()
+        self.session.engine = SpeculativeEngine(target, drafter, s.sampling, s.draft_settings,
+                                                old.rng)
+        self.target_path = target.path
+        self.call_from_thread(self.set_status, f"target: {target.name}{note}")
+        self.call_from_thread(setattr, self.query_one(PromptInput), "disabled", False)
 
     def swap_draft(self, spec: str) -> None:
         if self.busy:

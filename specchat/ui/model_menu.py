@@ -1,0 +1,118 @@
+"""Model menus: drafters for the current target (incompatible ones with their reason), and
+targets. Everything is judged from GGUF headers, without loading weights."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.command import Hit, Hits, Provider
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList
+from textual.widgets.option_list import Option
+
+from specchat.catalog import compat
+from specchat.catalog.catalog import local_ggufs
+from specchat.errors import ModelFileError
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    spec: str
+    """What `--draft` / `--target` would take: none, ngram, or a GGUF path."""
+    label: str
+    ok: bool
+    reason: str
+    """Why it cannot be chosen (or, for a target, what it means for the current draft)."""
+
+
+def draft_choices(target: Path) -> list[ModelChoice]:
+    """none, n-gram, then every GGUF in the models folders judged against the target."""
+    choices = [
+        ModelChoice("none", "none: target only (the baseline)", True, ""),
+        ModelChoice("ngram", "n-gram: prompt lookup, no draft model", True, ""),
+    ]
+    for path in sorted(local_ggufs()):
+        if path == target.resolve():
+            continue
+        try:
+            verdict = compat.check(target, path)
+            choices.append(ModelChoice(str(path), path.stem, verdict.ok, verdict.reason))
+        except ModelFileError as exc:
+            choices.append(ModelChoice(str(path), path.stem, False, str(exc)))
+    return choices
+
+
+def target_choices(draft: Path | None) -> list[ModelChoice]:
+    """Every readable GGUF in the models folders; with a draft model in use, each says whether
+    that draft can go on drafting for it."""
+    choices = []
+    for path in sorted(local_ggufs()):
+        try:
+            info = compat.header(path)
+        except ModelFileError as exc:
+            choices.append(ModelChoice(str(path), path.stem, False, str(exc)))
+            continue
+        note = ""
+        if draft is not None and path != draft.resolve():
+            verdict = compat.check(path, draft)
+            note = "" if verdict.ok else f"the draft falls back to none: {verdict.reason}"
+        choices.append(ModelChoice(str(path), f"{path.stem} ({info.quantization}, "
+                                               f"{info.file_size / 1e9:.2f} GB)", True, note))
+    return choices
+
+
+class ModelMenu(ModalScreen[str | None]):
+    """Pick a model; the ones that cannot be chosen are listed, disabled, with the reason."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Close")]
+    DEFAULT_CSS = """
+    ModelMenu { align: center middle; }
+    ModelMenu > Vertical { width: 96; height: auto; max-height: 80%; border: thick $primary;
+                           background: $surface; padding: 1 2; }
+    ModelMenu OptionList { height: auto; max-height: 20; }
+    """
+
+    def __init__(self, title: str, choices: list[ModelChoice], current: str,
+                 empty_note: str = "") -> None:
+        super().__init__()
+        self.title_text, self.choices, self.current = title, choices, current
+        self.empty_note = empty_note
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"[b]{self.title_text}[/b] (now: {self.current})")
+            options = []
+            for c in self.choices:
+                mark = "[dim]✗[/dim] " if not c.ok else ""
+                text = f"{c.label}  [dim]{mark}{c.reason}[/dim]" if c.reason else c.label
+                options.append(Option(text, id=c.spec, disabled=not c.ok))
+            yield OptionList(*options)
+            if self.empty_note:
+                yield Label(f"[dim]{self.empty_note}[/dim]")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+
+class DraftCommands(Provider):
+    """Command palette: 'draft: …' for each compatible drafter."""
+
+    async def search(self, query: str) -> Hits:
+        app = self.app
+        target = getattr(app, "target_path", None)
+        if target is None:
+            return
+        matcher = self.matcher(query)
+        for choice in await asyncio.to_thread(draft_choices, target):
+            if not choice.ok:
+                continue
+            text = f"draft: {choice.label}"
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(text), lambda s=choice.spec: app.swap_draft(s),
+                          help="use this drafter from the next turn")

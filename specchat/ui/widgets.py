@@ -45,11 +45,12 @@ class LiveReply(Static):
         super().__init__("", **kwargs)
         self.pieces: list[tuple[TokenKind, str]] = []
         self.note = ""
+        self._height: int | None = None
         self.add_class(role)
 
     def add_tokens(self, events: list[TokenEvent]) -> None:
+        """Take the tokens; the app redraws at its own pace with `refresh_content`."""
         self.pieces += [(e.kind, e.text) for e in events]
-        self.refresh_content()
 
     def set_plain(self, text: str, kind: TokenKind = TokenKind.TARGET) -> None:
         self.pieces = [(kind, text)]
@@ -59,11 +60,17 @@ class LiveReply(Static):
         self.refresh_content()
 
     def refresh_content(self) -> None:
+        """Redraw; lay the screen out again only when the reply's height changed (a layout pass
+        costs tens of milliseconds of CPU that llama.cpp would otherwise have)."""
         shown = [Content.styled(text, token_style(kind)) for kind, text in self.pieces
                  if self.show_rejected or kind is not TokenKind.REJECTED]
         if self.note:
             shown.append(Content.styled(f"  [{self.note}]", "italic $text-muted"))
-        self.update(Content.assemble(*shown) if shown else Content(""))
+        content = Content.assemble(*shown) if shown else Content("")
+        width = self.content_region.width
+        height = content.get_height(self.styles, width) if width else None
+        self.update(content, layout=height is None or height != self._height)
+        self._height = height
 
 
 class PromptInput(TextArea):
@@ -140,4 +147,4 @@ class StatsPanel(Static):
             lines.append(f"stop              {final.stop_reason}")
         lines += ["", f"[b]session[/b]  tokens {self.session_tokens}, "
                       f"target passes saved {self.session_saved}"]
-        self.update(Content.from_markup("\n".join(lines)))
+        self.update(Content.from_markup("\n".join(lines)), layout=False)  # fixed-size panel

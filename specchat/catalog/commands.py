@@ -40,6 +40,12 @@ def _installed(model: CatalogModel, config: Config) -> Path | None:
     return None
 
 
+def _where(path: Path | None, config: Config) -> str:
+    if path is None:
+        return "[dim]not installed[/]"
+    return "models dir" if path.parent == models_dir(config) else str(path)
+
+
 def _progress_bar(console: Console) -> Progress:
     return Progress(
         TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
@@ -57,6 +63,11 @@ def cmd_fetch(name: str, console: Console, config: Config) -> int:
         raise SpecchatError(f"no catalog model named {name!r}; see `specchat models list`")
     dest = models_dir(config)
     for model in targets:
+        installed = _installed(model, config)
+        if installed is not None and installed.stat().st_size == model.size:
+            console.print(f"[green]ok[/] {model.name} already installed → {installed} "
+                          "(`specchat models verify` re-hashes it)")
+            continue
         with _progress_bar(console) as bar:
             task = bar.add_task(model.name, total=model.size)
 
@@ -118,7 +129,7 @@ def cmd_list(console: Console, config: Config) -> int:
         path = _installed(model, config)
         catalog_files.add(model.file)
         table.add_row(model.name, model.params, model.quant, f"{model.size / 1e6:.0f} MB",
-                      str(path) if path else "[dim]not installed[/]")
+                      _where(path, config))
         if path:
             rows.append((model.name, path))
     for path in local_ggufs(config):
@@ -129,14 +140,15 @@ def cmd_list(console: Console, config: Config) -> int:
         except ModelFileError as exc:
             table.add_row(path.stem, "", "", "", f"[red]{exc}[/]")
             continue
-        table.add_row(path.stem, "", info.quantization, f"{info.file_size / 1e6:.0f} MB", str(path))
+        table.add_row(path.stem, "", info.quantization, f"{info.file_size / 1e6:.0f} MB",
+                      _where(path, config))
         rows.append((path.stem, path))
     console.print(table)
     if len(rows) > 1:
         pairs = Table(title="can draft for (from GGUF headers)")
-        pairs.add_column("target")
-        pairs.add_column("draft")
-        pairs.add_column("verdict")
+        pairs.add_column("target", overflow="fold")
+        pairs.add_column("draft", overflow="fold")
+        pairs.add_column("verdict", overflow="fold")
         for t_name, t_path in rows:
             for d_name, d_path in rows:
                 if t_path == d_path or t_path.stat().st_size < d_path.stat().st_size:

@@ -47,8 +47,8 @@ def tui_rate(tokens: int, k: int) -> float:
                 await pilot.pause(0.1)
             app.query_one(PromptInput).text = PROMPT
             await pilot.press("enter")
-            while app.last_turn is None:
-                await pilot.pause(0.05)
+            while app.last_turn is None:  # a plain sleep: pilot.pause() would make the app
+                await asyncio.sleep(0.25)  # wait for idle and add work a real user never does
             return app.last_turn.tokens_per_second
 
     return asyncio.run(run())

@@ -159,7 +159,7 @@ class SpecchatApp(App):
         self.config.save()
 
     def set_status(self, text: str) -> None:
-        self.query_one("#status", Static).update(text)
+        self.query_one("#status", Static).update(text, layout=False)  # one fixed line
 
     # -- model work (thread workers) ----------------------------------------------------------
     @work(thread=True, exclusive=True, group="models")

@@ -159,6 +159,12 @@ def main() -> int:
         "",
         f"Speculative over target-only: specchat {ratio('spec', 'plain'):.3f}x, "
         f"llama.cpp {ratio('simple', 'bench'):.3f}x.",
+        "",
+        "Per-repeat ratios (the spread is the machine's noise): target only "
+        + ", ".join(f"{x.tok_s / y.tok_s:.2f}" for x, y in zip(rows["plain"], rows["bench"]))
+        + "; speculative "
+        + ", ".join(f"{x.tok_s / y.tok_s:.2f}" for x, y in zip(rows["spec"], rows["simple"]))
+        + ".",
     ])
     print(table)
     if args.out:

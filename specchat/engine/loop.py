@@ -19,7 +19,7 @@ import numpy as np
 from specchat.backends.base import Backend
 from specchat.engine import kvsync
 from specchat.engine.drafters import Draft, Drafter
-from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind
 from specchat.engine.sampling import SamplingParams, row_summary
 from specchat.engine.stats import TurnStats
 from specchat.engine.verify import verify_greedy, verify_sampling

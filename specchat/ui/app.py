@@ -26,7 +26,7 @@ from specchat.chat.history import HistoryStore
 from specchat.chat.session import ChatSession, Conversation
 from specchat.config import Config
 from specchat.engine.drafters import ModelDrafter, NoDrafter
-from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.events import Event, RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import TurnStats

@@ -9,6 +9,7 @@ import pytest
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
 from specchat.engine.stats import TurnStats
 from specchat.ui.app import EventBatch
+from specchat.ui.model_menu import ModelMenu
 from specchat.ui.widgets import PromptInput
 from test_tui import SIZE, make_app, ready, until
 
@@ -81,6 +82,7 @@ def test_draft_menu_lists_incompatible_models_with_their_reason(snap_compare, ap
         await ready(app, pilot)
         app.query_one(PromptInput).cursor_blink = False
         await pilot.press("ctrl+d")
-        await pilot.pause()
+        await until(pilot, lambda: isinstance(app.screen, ModelMenu))
+        await pilot.pause(0.1)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -123,6 +123,7 @@ class SpecchatApp(App):
         self.stats = TurnStats()
         self.last_turn: TurnEvent | None = None
         self.dirty = False
+        self.status_text = ""
 
     # -- layout -----------------------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -159,6 +160,7 @@ class SpecchatApp(App):
         self.config.save()
 
     def set_status(self, text: str) -> None:
+        self.status_text = text
         self.query_one("#status", Static).update(text, layout=False)  # one fixed line
 
     # -- model work (thread workers) ----------------------------------------------------------
@@ -342,21 +344,33 @@ class SpecchatApp(App):
             reply.show_rejected = self.show_rejected
 
     def action_draft_menu(self) -> None:
-        if self.target_path is None or self.session is None:
-            return
-        choices = draft_choices(self.target_path)
-        empty = "" if any(c.ok for c in choices[2:]) else \
-            "No compatible draft model on disk for this target."
-        menu = ModelMenu("Draft model", choices, self.session.engine.drafter.name, empty)
-        self.push_screen(menu, lambda spec: spec and self.swap_draft(spec))
+        if self.target_path is not None and self.session is not None:
+            self.open_menu("draft", self.status_text)
+            self.set_status("reading model headers…")
 
     def action_target_menu(self) -> None:
-        if self.target_path is None or self.session is None:
-            return
-        backend = getattr(self.session.engine.drafter, "backend", None)
-        menu = ModelMenu("Target model", target_choices(backend.path if backend else None),
-                         self.target_path.stem)
-        self.push_screen(menu, lambda spec: spec and self.swap_target(spec))
+        if self.target_path is not None and self.session is not None:
+            self.open_menu("target", self.status_text)
+            self.set_status("reading model headers…")
+
+    @work(thread=True, exclusive=True, group="menu")
+    def open_menu(self, role: str, status: str) -> None:
+        """Judge every GGUF on disk from its header off the UI thread (a Qwen header takes most
+        of a second to read the first time), then show the menu."""
+        assert self.session is not None and self.target_path is not None
+        if role == "draft":
+            choices = draft_choices(self.target_path)
+            empty = "" if any(c.ok for c in choices[2:]) else \
+                "No compatible draft model on disk for this target."
+            menu = ModelMenu("Draft model", choices, self.session.engine.drafter.name, empty)
+            done = self.swap_draft
+        else:
+            backend = getattr(self.session.engine.drafter, "backend", None)
+            menu = ModelMenu("Target model", target_choices(backend.path if backend else None),
+                             self.target_path.stem)
+            done = self.swap_target
+        self.call_from_thread(self.set_status, status)
+        self.call_from_thread(self.push_screen, menu, lambda spec: spec and done(spec))
 
     def swap_target(self, spec: str) -> None:
         if self.busy:

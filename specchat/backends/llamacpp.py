@@ -18,7 +18,7 @@ import llama_cpp
 import numpy as np
 
 from specchat.catalog.gguf_file import read_gguf
-from specchat.errors import CacheTruncationError, ContextOverflowError, ModelFileError
+from specchat.errors import CacheTruncationError, ContextOverflowError, DecodeError, ModelFileError
 
 _SEQ = 0
 NO_TRUNCATION = ("this model's memory cannot drop part of a sequence (recurrent or hybrid "
@@ -195,7 +195,8 @@ class LlamaCppBackend:
             self.passes += 1
             if rc != 0:
                 self.truncate(start)  # leave the cache as it was before this call
-                raise RuntimeError(f"{self.name}: llama_decode failed with code {rc}")
+                raise DecodeError(f"{self.name}: llama_decode failed with code {rc}"
+                                  + (f" ({_last_error_line()})" if _last_error_line() else ""))
             self.tokens.extend(tokens[lo:hi])
             if n_out:
                 ptr = llama_cpp.llama_get_logits(self._ctx)

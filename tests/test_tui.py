@@ -297,3 +297,21 @@ def test_the_fetch_screen_fetches_verifies_and_reports_progress(index, tmp_path,
             await until(pilot, lambda: results == [True], timeout=60)
     run(scenario)
     assert (tmp_path / "models" / model.file).stat().st_size == model.size
+
+
+def test_the_chosen_theme_is_remembered(tiny, tmp_path):
+    first = make_app(tiny, tmp_path, config=Config.load(tmp_path / "config.toml"))
+
+    async def choose():
+        async with first.run_test(size=SIZE) as pilot:
+            await ready(first, pilot)
+            first.theme = "specchat-projector"
+            await pilot.pause()
+    run(choose)
+    again = make_app(tiny, tmp_path, config=Config.load(tmp_path / "config.toml"))
+
+    async def check():
+        async with again.run_test(size=SIZE) as pilot:
+            await ready(again, pilot)
+            assert again.theme == "specchat-projector"
+    run(check)

@@ -184,9 +184,10 @@ class SpecchatApp(App):
                 batch = []
 
     def _remember_theme(self, theme) -> None:
-        if self.config.error:
-            return  # never overwrite a broken config file
-        self.config.data.setdefault("ui", {})["theme"] = theme.name
+        ui = self.config.data.setdefault("ui", {})
+        if self.config.error or ui.get("theme", DEFAULT_THEME) == theme.name:
+            return  # never overwrite a broken config file; nothing new to write
+        ui["theme"] = theme.name
         self.config.save()
 
     def set_status(self, text: str) -> None:

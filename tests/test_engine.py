@@ -327,3 +327,20 @@ def test_a_model_that_cannot_drop_part_of_its_cache_is_named_in_a_clear_error(ti
         mamba.truncate(2)
     assert mamba.tokens == [65, 66, 67, 68]  # the mirror still tells the truth
     mamba.close()
+
+
+def test_time_the_consumer_takes_is_not_counted_against_the_engine(models):
+    """A consumer that pauses after every round (step-through mode) must not lower the rates."""
+    import time
+
+    target, _ = models
+    engine = SpeculativeEngine(target, NoDrafter(), GREEDY)
+    pauses = 0.0
+    turn = None
+    for event in engine.generate(prompt_ids(target, "pause"), GenerationSettings(max_tokens=12)):
+        if isinstance(event, RoundEvent):
+            time.sleep(0.05)
+            pauses += 0.05
+        turn = event
+    assert pauses >= 0.5
+    assert turn.wall_s < pauses / 2  # the engine's own time; the pauses are the consumer's

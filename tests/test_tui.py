@@ -315,3 +315,41 @@ def test_the_chosen_theme_is_remembered(tiny, tmp_path):
             await ready(again, pilot)
             assert again.theme == "specchat-projector"
     run(check)
+
+
+def test_step_mode_runs_one_round_per_key_and_ends_with_the_free_running_reply(tiny, tmp_path):
+    free = make_app(tiny, tmp_path / "free", max_tokens=16)
+    stepped = make_app(tiny, tmp_path / "step", max_tokens=16)
+    replies = {}
+
+    async def run_free():
+        async with free.run_test(size=SIZE) as pilot:
+            await ready(free, pilot)
+            await say(free, pilot, "step by step")
+            replies["free"] = free.last_turn.text
+    run(run_free)
+
+    async def run_stepped():
+        from specchat.ui.step_panel import StepPanel
+
+        async with stepped.run_test(size=SIZE) as pilot:
+            await ready(stepped, pilot)
+            await pilot.press("f5")
+            stepped.query_one(PromptInput).text = "step by step"
+            stepped.query_one(PromptInput).focus()
+            await pilot.press("enter")
+            await until(pilot, lambda: stepped.stats.rounds == 1)
+            await pilot.pause(0.2)
+            assert stepped.stats.rounds == 1  # waits for the key
+            assert "step-through" in str(stepped.query_one(StepPanel).render())
+            for n in (2, 3):
+                await pilot.press("space")
+                await until(pilot, lambda n=n: stepped.stats.rounds == n)
+                await pilot.pause(0.2)
+                assert stepped.stats.rounds == n  # exactly one round per press
+            assert "verdict" in str(stepped.query_one(StepPanel).render())
+            await pilot.press("r")  # run on
+            await until(pilot, lambda: stepped.last_turn is not None)
+            replies["stepped"] = stepped.last_turn.text
+    run(run_stepped)
+    assert replies["stepped"] == replies["free"]

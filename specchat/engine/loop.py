@@ -110,7 +110,14 @@ class SpeculativeEngine:
             raise ContextOverflowError(
                 f"the prompt has {len(prompt_ids)} tokens; the context holds {self.target.n_ctx}"
             )
-        t_start = time.perf_counter()
+        suspended = 0.0  # time spent in the consumer while this generator waited at a yield
+
+        def clock() -> float:
+            """The engine's own time: a consumer that pauses (step-through mode, a slow
+            terminal) does not count against the engine's rates."""
+            return time.perf_counter() - suspended
+
+        t_start = clock()
         committed = list(prompt_ids)
         reply = _Reply(self.target, settings)
         stats = TurnStats()
@@ -127,14 +134,14 @@ class SpeculativeEngine:
             k = 0
             if round_no > 0:  # the first token of a turn is the target's alone
                 k = max(0, min(self.draft_settings.k, room, settings.max_tokens - len(reply.ids) - 1))
-            t0 = time.perf_counter()
+            t0 = clock()
             draft = self.drafter.propose(committed, k) if k > 0 else Draft()
             if len(draft) < self.draft_settings.n_min:
                 draft = Draft()
-            t1 = time.perf_counter()
+            t1 = clock()
             before = len(reply.ids)
             events, n_accepted = self._round(round_no, committed, draft, reply)
-            t2 = time.perf_counter()
+            t2 = clock()
             summary = RoundEvent(
                 round=round_no, k=k, drafted=len(draft), accepted=n_accepted,
                 draft_s=t1 - t0, verify_s=t2 - t1, emitted=len(reply.ids) - before,
@@ -143,13 +150,16 @@ class SpeculativeEngine:
             stats.add_round(summary)
             events.append(summary)
             round_no += 1
-            yield from events
+            for event in events:
+                handed = time.perf_counter()
+                yield event
+                suspended += time.perf_counter() - handed
         reply.finish()
         kvsync.release(self.target, committed)
         self.drafter.release(committed)
         yield stats.turn_event(
             text=reply.text, token_ids=reply.ids, prompt_ids=list(prompt_ids),
-            wall_s=time.perf_counter() - t_start,
+            wall_s=clock() - t_start,
             target_passes=self.target.passes - passes_at_start[0],
             draft_passes=self.drafter.passes - passes_at_start[1],
             draft=self.drafter.name, k=self.draft_settings.k, stop_reason=reply.stop_reason,

@@ -18,6 +18,7 @@ import numpy as np
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.content import Content
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Footer, Header, Static
@@ -41,6 +42,7 @@ from specchat.ui.model_menu import (
 from specchat.ui.fetch_screen import FetchScreen
 from specchat.ui.history_screen import HistoryScreen
 from specchat.ui.settings_screen import SettingsScreen
+from specchat.ui.step_panel import EXPLAIN, StepPanel, describe_round
 from specchat.ui.theming import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_themes
 from specchat.ui.widgets import Legend, LiveReply, PromptInput, StatsPanel
 
@@ -108,6 +110,7 @@ class SpecchatApp(App):
         Binding("ctrl+n", "new_chat", "New chat", priority=True),
         Binding("ctrl+o", "history", "History", priority=True),
         Binding("ctrl+s", "settings", "Settings", priority=True),
+        Binding("f5", "step_mode", "Step mode", priority=True),
     ]
     COMMANDS = App.COMMANDS | {DraftCommands}
 
@@ -128,6 +131,9 @@ class SpecchatApp(App):
         self.last_turn: TurnEvent | None = None
         self.dirty = False
         self.status_text = ""
+        self.stepping = False
+        self.step_gate = threading.Event()
+        """Set by the user (Space) to let the next round run while stepping."""
 
     # -- layout -----------------------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -138,6 +144,7 @@ class SpecchatApp(App):
         with Horizontal(id="main"):
             with Vertical(id="chat"):
                 yield VerticalScroll(id="transcript")
+                yield StepPanel(id="step")
                 yield Legend()
                 yield Static("loading models…", id="status")
                 yield PromptInput(id="prompt")
@@ -231,6 +238,9 @@ class SpecchatApp(App):
                 if isinstance(event, (RoundEvent, TurnEvent)):
                     self.post_message(EventBatch(batch))
                     batch = []
+                if isinstance(event, RoundEvent) and self.stepping and not self.cancel.is_set():
+                    self.step_gate.wait()  # the engine's clock excludes this pause
+                    self.step_gate.clear()
         except ContextOverflowError as exc:
             self.post_message(WorkerFailed(f"{exc}; start a new chat (Ctrl+N) or raise --ctx"))
         except SpecchatError as exc:
@@ -299,6 +309,11 @@ class SpecchatApp(App):
         for event in message.events:
             if isinstance(event, RoundEvent):
                 self.stats.add_round(event)
+                if self.stepping:
+                    self.query_one(StepPanel).update(
+                        describe_round(message.events, self.query_one(StatsPanel).baseline))
+                    self.dirty = True
+                    self.redraw()
             elif isinstance(event, TurnEvent):
                 self.redraw()
                 self._finish_turn(event)
@@ -359,14 +374,40 @@ class SpecchatApp(App):
             self.history.add_message(self.conversation_id, "user", text)
         self.stats = TurnStats()
         self.cancel = threading.Event()
+        self.step_gate.clear()
         self.busy = True
+        if self.stepping:
+            self.query_one(StepPanel).focus()
         self.query_one(PromptInput).cursor_blink = False  # a blink redraw costs generation time
         self.set_status("generating… (Esc stops)")
 
     def action_stop(self) -> None:
         if self.busy:
             self.cancel.set()
+            self.step_gate.set()
             self.set_status("stopping after this round…")
+
+    def action_step_mode(self) -> None:
+        """Toggle step-through: each round waits for Space and is laid out in the step panel."""
+        self.stepping = not self.stepping
+        panel = self.query_one(StepPanel)
+        panel.display = self.stepping
+        if self.stepping:
+            panel.update(Content.from_markup(f"[b]step-through[/b]  {EXPLAIN}\n\nSend a message;"
+                                             " each round will wait for Space."))
+            if self.busy:
+                panel.focus()
+        else:
+            self.step_gate.set()
+            self.query_one(PromptInput).focus()
+        self.set_status("step-through on (F5 turns it off)" if self.stepping else "step-through off")
+
+    def action_next_round(self) -> None:
+        self.step_gate.set()
+
+    def action_run_on(self) -> None:
+        if self.stepping:
+            self.action_step_mode()
 
     def action_toggle_rejected(self) -> None:
         self.show_rejected = not self.show_rejected

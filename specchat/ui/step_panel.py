@@ -1,0 +1,58 @@
+"""Step-through mode: the last round laid out, for a room learning speculative decoding."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.content import Content
+from textual.widgets import Static
+
+from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind
+from specchat.ui.theming import token_style
+
+EXPLAIN = (
+    "The draft model proposed the tokens below; the target checked all of them in one forward "
+    "pass. Greedy: a draft token stands while it is the target's own choice (its argmax). "
+    "Sampling: it stands with probability min(1, p/q). At the first refusal the target's own "
+    "token replaces it; if all stand, the target adds a bonus token for free."
+)
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "–" if x is None else format(x, spec)
+
+
+def describe_round(events: list[Event], baseline: float | None) -> Content:
+    """One round as a small table: token, q, p, verdict; then what it cost."""
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    summary = next((e for e in events if isinstance(e, RoundEvent)), None)
+    parts = [Content.from_markup(f"[b]step-through[/b]  {EXPLAIN}\n\n"),
+             Content.from_markup("  token                q (draft)  p (target)  verdict\n")]
+    for e in tokens:
+        verdict = {
+            TokenKind.ACCEPTED: "accepted: the target agrees",
+            TokenKind.REJECTED: "rejected: the target disagrees",
+            TokenKind.CORRECTED: "the target's own token at the first refusal",
+            TokenKind.BONUS: "bonus: every draft token stood",
+            TokenKind.TARGET: "target only (no draft this round)",
+        }[e.kind]
+        parts += [Content("  "), Content.styled(f"{e.text!r:<20.20}", token_style(e.kind)),
+                  Content(f" {_fmt(e.q, '>9.2f')}  {_fmt(e.p, '>10.2f')}  {verdict}\n")]
+    if summary is not None:
+        cost = summary.draft_s + summary.verify_s
+        alone = f"{summary.emitted / baseline * 1000:.0f} ms" if baseline else "– (not measured)"
+        parts.append(Content(
+            f"\nround {summary.round}: k={summary.k}, drafted {summary.drafted}, accepted "
+            f"{summary.accepted}, {summary.emitted} token(s) for the reply. Cost: draft "
+            f"{summary.draft_s * 1000:.0f} ms + verify {summary.verify_s * 1000:.0f} ms = "
+            f"{cost * 1000:.0f} ms; target-only would take about {alone} for as many tokens."))
+    parts.append(Content.from_markup("\n[b]Space[/b] next round · [b]R[/b] run on · "
+                                     "[b]Esc[/b] stop"))
+    return Content.assemble(*parts)
+
+
+class StepPanel(Static, can_focus=True):
+    """Shown in step-through mode; Space lets the next round run, R lets the turn run on."""
+
+    BINDINGS = [Binding("space", "app.next_round", "Next round"),
+                Binding("r", "app.run_on", "Run on")]
+    DEFAULT_CSS = "StepPanel { height: auto; max-height: 50%; border: round $accent; padding: 0 1; display: none; }"

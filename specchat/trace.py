@@ -42,7 +42,7 @@ class TraceWriter:
 
 def event_from_json(data: dict[str, Any]) -> Event:
     cls = _TYPES[data["type"]]
-    kwargs = {f.name: data[f.name] for f in fields(cls) if f.init}
+    kwargs = {f.name: data[f.name] for f in fields(cls) if f.init and f.name in data}
     if cls is TokenEvent:
         kwargs["kind"] = TokenKind(kwargs["kind"])
     return cls(**kwargs)

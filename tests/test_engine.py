@@ -344,3 +344,21 @@ def test_time_the_consumer_takes_is_not_counted_against_the_engine(models):
         turn = event
     assert pauses >= 0.5
     assert turn.wall_s < pauses / 2  # the engine's own time; the pauses are the consumer's
+
+
+def test_sampling_verdicts_carry_the_uniform_they_were_tested_with(models):
+    """Accepted draft tokens had u < p/q, the first refused one u >= p/q; later ones untested."""
+    target, draft = models
+    rng = np.random.default_rng(11)
+    engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING,
+                               DraftSettings(k=4), rng)
+    events, _ = run(engine, prompt_ids(target, "uniforms"), max_tokens=60)
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    accepted = [e for e in tokens if e.kind is TokenKind.ACCEPTED]
+    assert accepted and all(e.u < min(1.0, e.p / e.q) for e in accepted)
+    for r in {e.round for e in tokens}:
+        refused = [e for e in tokens if e.round == r and e.kind is TokenKind.REJECTED]
+        if refused:
+            assert refused[0].u >= min(1.0, refused[0].p / refused[0].q) - 1e-12
+            assert all(e.u is None for e in refused[1:])
+    assert all(e.u is None for e in tokens if e.kind in (TokenKind.CORRECTED, TokenKind.BONUS))

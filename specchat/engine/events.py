@@ -42,6 +42,9 @@ class TokenEvent:
     """The drafter's probability of this token (1.0 for the n-gram drafter), for draft tokens."""
     logit_gap: float | None
     """The target's top-1 minus top-2 logit at this position, as this run computed it."""
+    u: float | None = None
+    """Sampling only: the uniform draw this draft token was tested with (it stands iff
+    u < p/q); None in greedy mode and for draft tokens after the first refusal."""
     type: str = field(default="token", init=False)
 
     def to_json(self) -> dict[str, Any]:

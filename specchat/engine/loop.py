@@ -189,13 +189,16 @@ class SpeculativeEngine:
         events: list[Event] = []
         base = len(reply.ids)
 
+        def u_of(i: int) -> float | None:
+            return verdict.uniforms[i] if i < len(verdict.uniforms) else None
+
         def commit(i: int, tok: int, kind: TokenKind, q: float | None) -> bool:
             committed.append(tok)
             piece = reply.add(tok)
             if piece is not None:
                 events.append(
                     TokenEvent(kind, tok, piece, len(reply.ids) - 1, round_no, p_of(i, tok), q,
-                               summaries[i][1])
+                               summaries[i][1], u_of(i) if q is not None else None)
                 )
             return not reply.stop_reason
 
@@ -211,7 +214,8 @@ class SpeculativeEngine:
                 events.append(
                     TokenEvent(TokenKind.REJECTED, tok,
                                self.target.token_bytes(tok).decode("utf-8", "replace"),
-                               base + j, round_no, p_of(j, tok), draft.q[j], summaries[j][1])
+                               base + j, round_no, p_of(j, tok), draft.q[j], summaries[j][1],
+                               u_of(j))
                 )
             if not draft.tokens:
                 kind = TokenKind.TARGET

@@ -35,8 +35,10 @@ def describe_round(events: list[Event], baseline: float | None) -> Content:
             TokenKind.BONUS: "bonus: every draft token stood",
             TokenKind.TARGET: "target only (no draft this round)",
         }[e.kind]
+        if e.u is not None and e.p is not None and e.q:
+            verdict += f" (u {e.u:.2f} vs p/q {min(1.0, e.p / e.q):.2f})"
         parts += [Content("  "), Content.styled(f"{e.text!r:<20.20}", token_style(e.kind)),
-                  Content(f" {_fmt(e.q, '>9.2f')}  {_fmt(e.p, '>10.2f')}  {verdict}\n")]
+                  Content(f" {_fmt(e.q, '.2f'):>9}  {_fmt(e.p, '.2f'):>10}  {verdict}\n")]
     if summary is not None:
         cost = summary.draft_s + summary.verify_s
         alone = f"{summary.emitted / baseline * 1000:.0f} ms" if baseline else "– (not measured)"
@@ -55,4 +57,6 @@ class StepPanel(Static, can_focus=True):
 
     BINDINGS = [Binding("space", "app.next_round", "Next round"),
                 Binding("r", "app.run_on", "Run on")]
-    DEFAULT_CSS = "StepPanel { height: auto; max-height: 50%; border: round $accent; padding: 0 1; display: none; }"
+    DEFAULT_CSS = """
+    StepPanel { height: auto; max-height: 50%; border: round $accent; padding: 0 1; display: none; }
+    """

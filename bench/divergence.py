@@ -18,11 +18,11 @@ import numpy as np
 from specchat.backends.llamacpp import LlamaCppBackend
 from specchat.catalog.catalog import resolve_model
 from specchat.chat.session import ChatSession
-from specchat.engine.compare import batching_gap_drift, first_divergence
+from specchat.engine.compare import batching_gap_drift, divergence
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import TokenEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
-from specchat.engine.sampling import SamplingParams, row_summary
+from specchat.engine.sampling import SamplingParams
 
 PROMPTS = [
     "Write a Python function that checks whether a string is a palindrome.",
@@ -59,24 +59,17 @@ def main() -> int:
         base_events = list(ChatSession(SpeculativeEngine(target, NoDrafter(), greedy)).turn(
             prompt, settings))
         base = base_events[-1]
-        gaps = {e.position: e.logit_gap for e in base_events if isinstance(e, TokenEvent)}
+        base_tokens = [e for e in base_events if isinstance(e, TokenEvent)]
         if i < 3:
             drift = max(drift, batching_gap_drift(target, base.prompt_token_ids,
                                                   base.token_ids[:48], (2, 4)))
         for name, drafter in drafters.items():
             engine = SpeculativeEngine(target, drafter, greedy, DraftSettings(k=args.k))
             turn = list(ChatSession(engine).turn(prompt, settings))[-1]
-            at = first_divergence(base.token_ids, turn.token_ids)
-            if at is None and base.n_tokens != turn.n_tokens:
-                at = min(base.n_tokens, turn.n_tokens)
-            compared[name] += at if at is not None else min(base.n_tokens, turn.n_tokens)
-            if at is not None:
-                gap = gaps.get(at)
-                if gap is None:  # target-only chose end-of-turn here
-                    target.truncate(0)
-                    ids = base.prompt_token_ids + base.token_ids[:at]
-                    gap = row_summary(target.eval(ids, len(ids) - 1)[0])[1]
-                found.append(f"| {i} | {name} | {at} | {gap:.3f} |")
+            parted = divergence(target, base, base_tokens, turn)
+            compared[name] += parted[0] if parted else min(base.n_tokens, turn.n_tokens)
+            if parted:
+                found.append(f"| {i} | {name} | {parted[0]} | {parted[1]:.3f} |")
         print(f"prompt {i}: {len(found)} divergences so far", flush=True)
     n_div = {name: sum(f"| {name} |" in line for line in found) for name in drafters}
     lines = [

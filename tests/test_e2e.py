@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from specchat.chat.session import ChatSession
-from specchat.engine.compare import batching_gap_drift, first_divergence
+from specchat.engine.compare import batching_gap_drift, divergence
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import TokenEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
-from specchat.engine.sampling import SamplingParams, row_summary
+from specchat.engine.sampling import SamplingParams
 
 pytestmark = pytest.mark.e2e
 
@@ -81,17 +81,10 @@ def test_greedy_speculation_equals_target_only_up_to_a_near_tie(
         spec = SpeculativeEngine(target, NgramDrafter(3), GREEDY, DraftSettings(k=3))
     _, turn = reply(spec, prompt)
     assert turn.n_tokens > 0
-    at = first_divergence(base.token_ids, turn.token_ids)
-    if at is None and base.n_tokens != turn.n_tokens:
-        at = min(base.n_tokens, turn.n_tokens)  # one run chose end-of-turn where the other went on
-    if at is None:
+    parted = divergence(target, base, base_tokens, turn)
+    if parted is None:
         return
-    gap = next((e.logit_gap for e in base_tokens if e.position == at), None)
-    if gap is None:  # target-only ended here: read its gap at the end-of-turn token directly
-        target.truncate(0)
-        ids = base.prompt_token_ids + base.token_ids[:at]
-        gap = row_summary(target.eval(ids, len(ids) - 1)[0])[1]
-        target.truncate(0)
+    at, gap = parted
     DIVERGENCES.append(
         f"{drafter} prompt {PROMPTS.index(prompt)}: diverged at token {at} of {N_TOKENS}, "
         f"target-only top-2 gap {gap:.3f}"

@@ -72,6 +72,14 @@ def model_folders(config: Config | None = None) -> list[Path]:
     return [models_dir(config), *extra]
 
 
+def installed_path(model: CatalogModel, config: Config | None = None) -> Path | None:
+    """Where a catalog model's file sits in the models folders, if anywhere."""
+    for folder in model_folders(config):
+        if (folder / model.file).is_file():
+            return folder / model.file
+    return None
+
+
 def local_ggufs(config: Config | None = None) -> list[Path]:
     """GGUF files in the models folders and those registered with `specchat models add`."""
     config = config or Config.load()
@@ -94,10 +102,9 @@ def resolve_model(spec: str, role: str, catalog: Catalog | None = None,
     config = config or Config.load()
     name = catalog.pairs.get("default", {}).get(role) if spec == "default" else spec
     if name in catalog.models:
-        entry = catalog.models[name]
-        for folder in model_folders(config):
-            if (folder / entry.file).is_file():
-                return folder / entry.file
+        path = installed_path(catalog.models[name], config)
+        if path is not None:
+            return path
         raise ModelNotInstalledError(
             f"model {name} is not installed; run `specchat models fetch {spec}`"
         )

@@ -12,7 +12,7 @@ from rich.progress import (
 from rich.table import Table
 
 from specchat.catalog import compat
-from specchat.catalog.catalog import Catalog, CatalogModel, local_ggufs, model_folders, models_dir
+from specchat.catalog.catalog import Catalog, installed_path, local_ggufs, models_dir
 from specchat.catalog.fetch import fetch_model, sha256_file
 from specchat.config import Config
 from specchat.errors import ModelFileError, SpecchatError
@@ -31,13 +31,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     c.add_argument("target")
     c.add_argument("draft")
     return p
-
-
-def _installed(model: CatalogModel, config: Config) -> Path | None:
-    for folder in model_folders(config):
-        if (folder / model.file).is_file():
-            return folder / model.file
-    return None
 
 
 def _where(path: Path | None, config: Config) -> str:
@@ -63,7 +56,7 @@ def cmd_fetch(name: str, console: Console, config: Config) -> int:
         raise SpecchatError(f"no catalog model named {name!r}; see `specchat models list`")
     dest = models_dir(config)
     for model in targets:
-        installed = _installed(model, config)
+        installed = installed_path(model, config)
         if installed is not None and installed.stat().st_size == model.size:
             console.print(f"[green]ok[/] {model.name} already installed → {installed} "
                           "(`specchat models verify` re-hashes it)")
@@ -82,7 +75,7 @@ def cmd_fetch(name: str, console: Console, config: Config) -> int:
 def cmd_verify(console: Console, config: Config) -> int:
     bad = 0
     for model in Catalog.load().models.values():
-        path = _installed(model, config)
+        path = installed_path(model, config)
         if path is None:
             continue
         digest = sha256_file(path)
@@ -126,7 +119,7 @@ def cmd_list(console: Console, config: Config) -> int:
     rows: list[tuple[str, Path]] = []
     catalog_files = set()
     for model in catalog.models.values():
-        path = _installed(model, config)
+        path = installed_path(model, config)
         catalog_files.add(model.file)
         table.add_row(model.name, model.params, model.quant, f"{model.size / 1e6:.0f} MB",
                       _where(path, config))

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from specchat.backends.base import Backend
+from specchat.engine.events import TokenEvent, TurnEvent
+from specchat.engine.sampling import row_summary
 
 
 def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -50,3 +52,24 @@ def batching_gap_drift(
                 for b in batch_sizes)
     backend.truncate(0)
     return worst
+
+
+def divergence(
+    target: Backend, base: TurnEvent, base_tokens: Sequence[TokenEvent], other: TurnEvent
+) -> tuple[int, float] | None:
+    """Where `other` first parts from the target-only reply `base`, and the target-only top-2
+    logit gap there; None when neither parts from the other. A run that chose end-of-turn where
+    the other went on parts there too; if `base` is the one that ended, its gap at the
+    end-of-turn token is read by evaluating the target directly (this empties its cache)."""
+    at = first_divergence(base.token_ids, other.token_ids)
+    if at is None and base.n_tokens != other.n_tokens:
+        at = min(base.n_tokens, other.n_tokens)
+    if at is None:
+        return None
+    gap = next((e.logit_gap for e in base_tokens if e.position == at), None)
+    if gap is None:
+        ids = base.prompt_token_ids + base.token_ids[:at]
+        target.truncate(0)
+        gap = row_summary(target.eval(ids, len(ids) - 1)[0])[1]
+        target.truncate(0)
+    return at, gap

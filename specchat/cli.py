@@ -20,7 +20,7 @@ EXIT_USAGE = 2
 
 
 ENGINE_DEFAULTS: dict[str, object] = {
-    "k": 3, "n_min": 0, "p_min": 0.0, "max_tokens": 256, "temperature": 0.0, "top_k": 0,
+    "k": 3, "policy": "fixed", "n_min": 0, "p_min": 0.0, "max_tokens": 256, "temperature": 0.0, "top_k": 0,
     "top_p": 1.0, "seed": None, "target_gpu_layers": None, "draft_gpu_layers": None,
 }
 """Built-in defaults; the config file's [engine] section (the TUI's settings) overrides them."""
@@ -31,16 +31,22 @@ def _add_model_options(p: argparse.ArgumentParser, defaults: dict[str, object]) 
     g.add_argument("--target", default="default",
                    help="GGUF path, catalog name, or 'default' (default: %(default)s)")
     g.add_argument("--draft", default="default",
-                   help="GGUF path, catalog name, 'default', 'ngram' or 'none' (default: %(default)s)")
+                   help="GGUF path, catalog name, 'default', 'ngram', 'ngram+MODEL' (n-gram matches "
+                        "first, the model otherwise) or 'none' (default: %(default)s)")
     g.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
     g.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     g.add_argument("--target-gpu-layers", type=int, default=defaults["target_gpu_layers"],
                    help="layers of the target on the GPU (default: all, where a GPU backend exists)")
     g.add_argument("--draft-gpu-layers", type=int, default=defaults["draft_gpu_layers"],
                    help="layers of the draft on the GPU (default: all, where a GPU backend exists)")
-    g.add_argument("--ngram-n", type=int, default=3, help="match length of the n-gram drafter")
+    g.add_argument("--ngram-n", type=int, default=3, help="shortest match the n-gram drafter uses")
+    g.add_argument("--ngram-n-max", type=int, default=12, help="longest match it looks for first")
     s = p.add_argument_group("speculation and sampling")
-    s.add_argument("--k", type=int, default=defaults["k"], help="tokens to draft per round")
+    s.add_argument("--policy", choices=("fixed", "adaptive"), default=defaults["policy"],
+                   help="fixed: draft k tokens a round; adaptive: choose up to k each round from "
+                        "measured costs and acceptance")
+    s.add_argument("--k", type=int, default=defaults["k"],
+                   help="tokens to draft per round (adaptive: the most per round)")
     s.add_argument("--n-min", type=int, default=defaults["n_min"], help="drop drafts shorter than this")
     s.add_argument("--p-min", type=float, default=defaults["p_min"],
                    help="stop drafting when the draft's top probability is below this")
@@ -58,18 +64,23 @@ def _model_options(args: argparse.Namespace):
 
     return ModelOptions(n_ctx=args.ctx, threads=args.threads,
                         target_gpu_layers=args.target_gpu_layers,
-                        draft_gpu_layers=args.draft_gpu_layers, ngram_n=args.ngram_n)
+                        draft_gpu_layers=args.draft_gpu_layers, ngram_n=args.ngram_n,
+                        ngram_n_max=args.ngram_n_max)
 
 
 def _sampling(args: argparse.Namespace) -> SamplingParams:
     return SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
 
 
+def _draft_settings(args: argparse.Namespace) -> DraftSettings:
+    return DraftSettings(args.k, args.n_min, args.p_min, args.policy == "adaptive")
+
+
 def _engine(args: argparse.Namespace):
     from specchat.loading import build_engine
 
-    return build_engine(args.target, args.draft, _sampling(args),
-                        DraftSettings(args.k, args.n_min), _model_options(args), args.p_min)
+    return build_engine(args.target, args.draft, _sampling(args), _draft_settings(args),
+                        _model_options(args))
 
 
 def _generation(args: argparse.Namespace) -> GenerationSettings:
@@ -160,8 +171,8 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
     settings = AppSettings(
         target=args.target, draft=args.draft, sampling=_sampling(args),
-        draft_settings=DraftSettings(args.k, args.n_min), generation=_generation(args),
-        models=_model_options(args), p_min=args.p_min, system=args.system,
+        draft_settings=_draft_settings(args), generation=_generation(args),
+        models=_model_options(args), system=args.system,
     )
     SpecchatApp(settings).run()
     return 0

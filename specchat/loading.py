@@ -13,10 +13,10 @@ import numpy as np
 from specchat.backends.llamacpp import NO_TRUNCATION, LlamaCppBackend
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, resolve_model
-from specchat.engine.drafters import Drafter, ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
-from specchat.errors import CacheTruncationError, IncompatibleDraftError
+from specchat.errors import CacheTruncationError, IncompatibleDraftError, SpecchatError
 
 
 @dataclass
@@ -27,6 +27,9 @@ class ModelOptions:
     """None: every layer on the GPU where llama.cpp has a GPU backend, else 0."""
     draft_gpu_layers: int | None = None
     ngram_n: int = 3
+    """Shortest n-gram match the n-gram drafter proposes from."""
+    ngram_n_max: int = 12
+    """Longest match it looks for first; each length is a draft source of its own."""
 
 
 def load_target(spec: str, options: ModelOptions, catalog: Catalog | None = None) -> LlamaCppBackend:
@@ -41,16 +44,23 @@ def load_drafter(
     sampling: SamplingParams,
     rng: np.random.Generator,
     options: ModelOptions,
-    p_min: float = 0.0,
     catalog: Catalog | None = None,
 ) -> Drafter:
-    """`none`, `ngram`, or a model (path, catalog name, `default`) checked against the target."""
+    """`none`, `ngram`, a model (path, catalog name, `default`) checked against the target, or
+    `ngram+MODEL`: n-gram matches first, the model otherwise."""
     if spec == "none":
         return NoDrafter()
     if not target.can_truncate:
         raise CacheTruncationError(f"{target.name}: {NO_TRUNCATION}")
+    ngram = NgramDrafter(options.ngram_n, options.ngram_n_max)
     if spec == "ngram":
-        return NgramDrafter(options.ngram_n)
+        return ngram
+    if spec.startswith("ngram+"):
+        model = load_drafter(spec.removeprefix("ngram+"), target, sampling, rng, options, catalog)
+        if not isinstance(model, ModelDrafter):
+            raise SpecchatError(f"{spec}: after 'ngram+' name a draft model (a GGUF path, a "
+                                "catalog name or 'default')")
+        return CombinedDrafter(ngram, model)
     path = resolve_model(spec, "draft", catalog)
     verdict = compat.check(target.path, path)
     if not verdict.ok:
@@ -62,7 +72,7 @@ def load_drafter(
     if not backend.can_truncate:
         backend.close()
         raise CacheTruncationError(f"{backend.name}: {NO_TRUNCATION}")
-    return ModelDrafter(backend, sampling, rng, p_min)
+    return ModelDrafter(backend, sampling, rng)
 
 
 def build_engine(
@@ -71,10 +81,9 @@ def build_engine(
     sampling: SamplingParams,
     draft: DraftSettings,
     options: ModelOptions,
-    p_min: float = 0.0,
 ) -> SpeculativeEngine:
     catalog = Catalog.load()
     target = load_target(target_spec, options, catalog)
     rng = np.random.default_rng(sampling.seed)
-    drafter = load_drafter(draft_spec, target, sampling, rng, options, p_min, catalog)
+    drafter = load_drafter(draft_spec, target, sampling, rng, options, catalog)
     return SpeculativeEngine(target, drafter, sampling, draft, rng)

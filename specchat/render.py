@@ -6,12 +6,13 @@ The colours here are the terminal defaults; the TUI takes its colours from theme
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import IO
 
 from rich.console import Console
 from rich.text import Text
 
-from specchat.engine.events import Event, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
 
 STYLES: dict[TokenKind, str] = {
     TokenKind.ACCEPTED: "green",
@@ -24,15 +25,23 @@ LEGEND = "[green]accepted draft[/] [red strike]rejected draft[/] [yellow]target 
          "[cyan]bonus[/] target"
 
 
-def stats_line(turn: TurnEvent) -> str:
-    """One line of what the turn measured, each number labelled."""
+def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
+    """One line of what the turn measured, each number labelled; `k_used` counts the rounds
+    after the first by the draft length the policy allowed."""
     parts = [f"{turn.n_tokens} tokens", f"draft {turn.draft}"]
+    if turn.draft != "none":
+        used = ", ".join(f"{k}×{n}" for k, n in sorted((k_used or Counter()).items()))
+        parts.append(f"{turn.policy} (k: rounds {used})" if used else turn.policy)
     if turn.n_drafted:
         parts.append(f"accepted {turn.n_accepted}/{turn.n_drafted} "
                      f"({100 * (turn.acceptance_rate or 0):.0f}%)")
         parts.append(f"mean accepted length {turn.mean_accepted_length or 0:.2f}")
     if turn.tokens_per_second is not None:
         parts.append(f"decode {turn.tokens_per_second:.1f} tok/s")
+    if turn.predicted_tokens_per_second is not None:
+        parts.append(f"predicted {turn.predicted_tokens_per_second:.1f} tok/s")
+    if turn.declined_rounds:
+        parts.append(f"{turn.declined_rounds} rounds target-only (drafting would not pay)")
     parts.append(f"TTFT {turn.ttft_s * 1000:.0f} ms")
     parts.append(f"target passes {turn.target_passes}")
     parts.append(f"stop {turn.stop_reason}")
@@ -44,15 +53,20 @@ class TerminalRenderer:
 
     def __init__(self, out: Console, err: Console, show_rejected: bool = True) -> None:
         self.out, self.err, self.show_rejected = out, err, show_rejected
+        self.k_used: Counter[int] = Counter()
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, TokenEvent):
+        if isinstance(event, RoundEvent):
+            if event.round > 0:
+                self.k_used[event.k] += 1
+        elif isinstance(event, TokenEvent):
             if event.kind is TokenKind.REJECTED and not (self.show_rejected and self.out.is_terminal):
                 return
             self.out.print(Text(event.text, STYLES[event.kind]), end="", soft_wrap=True)
         elif isinstance(event, TurnEvent):
             self.out.print()
-            self.err.print(stats_line(event), style="dim", highlight=False)
+            self.err.print(stats_line(event, self.k_used), style="dim", highlight=False)
+            self.k_used = Counter()
 
 
 class JsonRenderer:

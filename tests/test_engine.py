@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from conftest import RecordingBackend, load
 from specchat.engine.compare import batching_gap_drift, first_divergence
-from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.drafters import CombinedDrafter, ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.policy import FixedPolicy
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import ContextOverflowError
 
@@ -58,9 +59,9 @@ def near_tie(models) -> float:
 
 
 def make_drafter(kind: str, draft_backend):
-    if kind == "model":
-        return ModelDrafter(draft_backend, GREEDY, np.random.default_rng(0))
-    return NgramDrafter(2)
+    model = ModelDrafter(draft_backend, GREEDY, np.random.default_rng(0))
+    return {"model": model, "ngram": NgramDrafter(2), "combined":
+            CombinedDrafter(NgramDrafter(2, 6), model)}[kind]
 
 
 # -- greedy: exact on the logits it computed, equal to target-only up to a near-tie -----------
@@ -69,13 +70,15 @@ def make_drafter(kind: str, draft_backend):
     text=st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x24F), min_size=1,
                  max_size=30),
     k=st.integers(1, 6),
-    drafter=st.sampled_from(["model", "ngram"]),
+    drafter=st.sampled_from(["model", "ngram", "combined"]),
+    adaptive=st.booleans(),
 )
-def test_greedy_matches_target_only_up_to_a_near_tie(models, near_tie, text, k, drafter):
+def test_greedy_matches_target_only_up_to_a_near_tie(models, near_tie, text, k, drafter, adaptive):
     target, draft = models
     ids = prompt_ids(target, text)
     plain_events, base = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
-    spec = SpeculativeEngine(target, make_drafter(drafter, draft), GREEDY, DraftSettings(k=k))
+    spec = SpeculativeEngine(target, make_drafter(drafter, draft), GREEDY,
+                             DraftSettings(k=k, adaptive=adaptive))
     events, turn = run(spec, ids, max_tokens=32)
     for event in events:  # every token is the argmax of the logits the engine computed for it
         if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
@@ -186,9 +189,9 @@ def test_confidence_stop_drafts_only_tokens_above_p_min(models):
     ids = prompt_ids(target, "confidence")
     free = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=6))
     _, loose = run(free, ids, max_tokens=40)
-    drafter = ModelDrafter(draft, GREEDY, np.random.default_rng(0), p_min=0.9)
-    events, strict = run(SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=6)), ids,
-                         max_tokens=40)
+    drafter = ModelDrafter(draft, GREEDY, np.random.default_rng(0))
+    events, strict = run(SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=6, p_min=0.9)),
+                         ids, max_tokens=40)
     drafted = [e for e in events if isinstance(e, TokenEvent) and e.q is not None]
     assert drafted and all(e.q >= 0.9 for e in drafted)
     assert strict.n_drafted < loose.n_drafted
@@ -263,12 +266,23 @@ def test_next_turn_evaluates_only_new_tokens(models):
 
 # -- n-gram drafter ---------------------------------------------------------------------------
 def test_ngram_proposes_continuation_of_latest_earlier_match():
-    drafter = NgramDrafter(2)
+    drafter, k3 = NgramDrafter(2), FixedPolicy(3)
     seq = [1, 2, 3, 4, 9, 1, 2, 5, 6, 7, 1, 2]
-    draft = drafter.propose(seq, 3)
+    draft = drafter.propose(seq, k3.plan(8))
     assert draft.tokens == [5, 6, 7]  # latest earlier occurrence of [1, 2] is at index 5
-    assert drafter.propose(seq + [8], 3).tokens == []
-    assert drafter.propose([4, 4, 1, 2, 3], 3).tokens == []  # a new conversation resets the index
+    assert draft.source == "ngram/2"
+    assert NgramDrafter(2, 9).source(9) == "ngram/8+" and NgramDrafter(2, 9).source(5) == "ngram/4+"
+    assert drafter.propose(seq + [8], k3.plan(8)).tokens == []
+    # a new conversation resets the index
+    assert drafter.propose([4, 4, 1, 2, 3], k3.plan(8)).tokens == []
+
+
+def test_ngram_prefers_the_longest_match_and_names_its_length():
+    drafter, k2 = NgramDrafter(2, 4), FixedPolicy(2)
+    seq = [7, 1, 2, 3, 4, 5, 1, 2, 8, 9, 0, 7, 1, 2]
+    draft = drafter.propose(seq, k2.plan(8))
+    assert (draft.tokens, draft.source) == ([3, 4], "ngram/2")  # [7, 1, 2] beats the later [1, 2]
+    assert drafter.propose(seq, FixedPolicy(5).plan(1)).tokens == [3]  # the plan's cap holds
 
 
 # -- stops -------------------------------------------------------------------------------------

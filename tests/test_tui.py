@@ -87,12 +87,12 @@ class GatedDrafter:
     def passes(self) -> int:
         return self.inner.passes
 
-    def propose(self, committed, k) -> Draft:
+    def propose(self, committed, plan) -> Draft:
         self.calls += 1
         if self.calls == 3:
             self.reached.set()
             self.release_gate.wait(10)
-        return self.inner.propose(committed, k)
+        return self.inner.propose(committed, plan)
 
     def release(self, committed) -> None:
         self.inner.release(committed)
@@ -211,7 +211,7 @@ def test_settings_apply_to_the_next_turn_and_persist(tiny, tmp_path):
             screen.query_one("#k", Input).value = "many"
             screen.query_one("#save").press()
             await pilot.pause()
-            assert "draft length k: 'many' is not a int" in str(screen.query_one("#error").render())
+            assert "draft length k: 'many' is not valid" in str(screen.query_one("#error").render())
             screen.query_one("#k", Input).value = "5"
             screen.query_one("#max_tokens", Input).value = "7"
             screen.query_one("#save").press()

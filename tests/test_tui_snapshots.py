@@ -40,13 +40,15 @@ def fixed_stream() -> list[list]:
         emitted = sum(k is not R for k, _ in pieces)
         t += 0.25
         summary = RoundEvent(n, 3 if n else 0, drafted, accepted, 0.1 if n else 0.0, 0.15,
-                             emitted, t)
+                             emitted, t, "tiny-draft", expected_tokens=3.0 if n else None,
+                             expected_s=0.25 if n else None)
         stats.add_round(summary)
         batches.append(tokens + [summary])
     text = "".join(x for pieces in ROUNDS for k, x in pieces if k is not R)
     batches.append([stats.turn_event(text=text, token_ids=ids, prompt_ids=[1, 2, 3], wall_s=t,
                                      target_passes=len(ROUNDS), draft_passes=12,
-                                     draft="tiny-draft", k=3, stop_reason="max_tokens")])
+                                     draft="tiny-draft", k=3, policy="fixed k=3",
+                                     stop_reason="max_tokens")])
     return batches
 
 

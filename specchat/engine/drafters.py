@@ -1,13 +1,16 @@
 """Drafters: whatever proposes the next few tokens for the target to check.
 
-All share one interface so a menu can swap them mid-conversation: `propose(committed, k)`
-returns a `Draft`, `release(committed)` forgets what the target refused. A model drafter keeps
+All share one interface so a menu can swap them mid-conversation: `propose(committed, plan)`
+returns a `Draft`, asking the round's `Plan` (engine/policy.py) how far to draft and whether to
+keep each token; `release(committed)` forgets what the target refused. A model drafter keeps
 its own KV cache in step with the committed tokens; the n-gram drafter keeps an index of the
-conversation; `NoDrafter` proposes nothing (target only, the baseline).
+conversation; the combined drafter takes an n-gram match when there is one and the model's draft
+otherwise; `NoDrafter` proposes nothing (target only, the baseline).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -16,6 +19,7 @@ import numpy as np
 
 from specchat.backends.base import Backend
 from specchat.engine import kvsync
+from specchat.engine.policy import Plan
 from specchat.engine.sampling import SamplingParams, row_summary, sample
 
 
@@ -26,6 +30,18 @@ class Draft:
     """The drafter's probability of each proposed token."""
     dists: list[np.ndarray] | None = None
     """Full draft distributions (sampling with a model drafter); None means point masses."""
+    source: str = ""
+    """Which drafter (and for the n-gram drafter, which match length) proposed it; the policy
+    keeps its statistics per source."""
+    conf: list[float] = field(default_factory=list)
+    """The drafter's confidence in each token (its top probability); empty for drafters that
+    have none."""
+    uses_passes: bool = False
+    """The drafter ran a model pass per token (its cost grows with the length)."""
+    behind: int = 0
+    """Committed tokens a draft model had to catch up on before drafting."""
+    catchup_s: float = 0.0
+    """Seconds its catch-up pass took (it also yields the first draft token's row)."""
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -36,7 +52,7 @@ class Drafter(Protocol):
     passes: int
     """Forward passes of a draft model (0 for drafters without one)."""
 
-    def propose(self, committed: Sequence[int], k: int) -> Draft: ...
+    def propose(self, committed: Sequence[int], plan: Plan) -> Draft: ...
 
     def release(self, committed: Sequence[int]) -> None: ...
 
@@ -47,7 +63,7 @@ class NoDrafter:
     name = "none"
     passes = 0
 
-    def propose(self, committed: Sequence[int], k: int) -> Draft:
+    def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
         return Draft()
 
     def release(self, committed: Sequence[int]) -> None:
@@ -55,36 +71,29 @@ class NoDrafter:
 
 
 class ModelDrafter:
-    """A small model that shares the target's vocabulary proposes up to k tokens.
+    """A small model that shares the target's vocabulary proposes up to k tokens, stopping
+    where the plan no longer keeps a token given the draft's top probability."""
 
-    Drafting stops early when the draft's top probability falls below `p_min` (the confidence
-    stop of llama.cpp's `--draft-p-min`).
-    """
-
-    def __init__(
-        self,
-        backend: Backend,
-        sampling: SamplingParams,
-        rng: np.random.Generator,
-        p_min: float = 0.0,
-    ) -> None:
+    def __init__(self, backend: Backend, sampling: SamplingParams, rng: np.random.Generator) -> None:
         self.backend = backend
         self.name = backend.name
         self.sampling = sampling
         self.rng = rng
-        self.p_min = p_min
 
     @property
     def passes(self) -> int:
         return self.backend.passes
 
-    def propose(self, committed: Sequence[int], k: int) -> Draft:
-        draft = Draft(dists=None if self.sampling.greedy else [])
-        k = min(k, self.backend.n_ctx - len(committed))
+    def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
+        todo = kvsync.pending(self.backend, committed)
+        draft = Draft(dists=None if self.sampling.greedy else [], source=self.name,
+                      uses_passes=True, behind=len(todo))
+        k = min(plan.k(self.name, True, len(todo)), self.backend.n_ctx - len(committed))
         if k <= 0:
             return draft
-        todo = kvsync.pending(self.backend, committed)
+        t0 = time.perf_counter()
         row = self.backend.eval(todo, len(todo) - 1)[0]
+        draft.catchup_s = time.perf_counter() - t0
         for i in range(k):
             if draft.dists is None:  # greedy: argmax and its softmax probability, no full copy
                 tok, _, lse = row_summary(row)
@@ -93,10 +102,11 @@ class ModelDrafter:
                 probs = self.sampling.distribution(row)
                 tok = sample(probs, self.rng)
                 q, top = float(probs[tok]), float(probs.max())
-            if top < self.p_min:
+            if not plan.keep(self.name, i, top):
                 break
             draft.tokens.append(tok)
             draft.q.append(q)
+            draft.conf.append(top)
             if draft.dists is not None:
                 draft.dists.append(probs)
             if i + 1 < k:
@@ -108,38 +118,73 @@ class ModelDrafter:
 
 
 class NgramDrafter:
-    """Prompt lookup: propose what followed the latest earlier occurrence of the last n tokens.
+    """Prompt lookup: propose what followed the latest earlier occurrence of the longest suffix
+    of the conversation (from `n_max` down to `n` tokens) that occurred before.
 
-    The index maps each n-gram that has a continuation to where it last started, and grows as
-    tokens are committed, so a lookup costs O(1) however long the conversation is.
+    The longest match picks the right copy where short ones are ambiguous (every `return` line
+    of a module starts alike). Match lengths are grouped into draft sources (`ngram/3`,
+    `ngram/4+`, `ngram/8+`) so a policy learns which pay: a long match in a copy-heavy edit is
+    usually right, a short one in new prose usually not. The indexes map each n-gram with a
+    continuation to where it last started and grow as tokens are committed, so a lookup costs
+    O(n_max - n) however long the conversation is.
     """
 
     passes = 0
+    GROUPS = (8, 4)
+    """Lower bounds of the match-length groups above the shortest."""
 
-    def __init__(self, n: int = 3) -> None:
-        self.n = n
-        self.name = f"ngram-{n}"
+    def __init__(self, n: int = 3, n_max: int | None = None) -> None:
+        self.n, self.n_max = n, max(n, n_max or n)
+        self.name = f"ngram-{n}" if self.n_max == n else f"ngram-{n}..{self.n_max}"
         self._seen: list[int] = []
         self._index: dict[tuple[int, ...], int] = {}
 
     def _update(self, committed: Sequence[int]) -> None:
         if len(committed) < len(self._seen) or committed[: len(self._seen)] != self._seen:
             self._seen, self._index = [], {}
-        start = max(0, len(self._seen) - self.n)
+        start = max(0, len(self._seen) - self.n_max)
         self._seen = list(committed)
         seq = self._seen
-        for i in range(start, len(seq) - self.n):  # n-grams with a token after them
-            self._index[tuple(seq[i : i + self.n])] = i
+        for i in range(start, len(seq)):  # n-grams with a token after them
+            for m in range(self.n, min(self.n_max, len(seq) - 1 - i) + 1):
+                self._index[tuple(seq[i : i + m])] = i
 
-    def propose(self, committed: Sequence[int], k: int) -> Draft:
+    def source(self, m: int) -> str:
+        return next((f"ngram/{g}+" for g in self.GROUPS if self.n < g <= m), f"ngram/{self.n}")
+
+    def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
         self._update(committed)
-        if k <= 0 or len(committed) <= self.n:
-            return Draft()
-        at = self._index.get(tuple(committed[-self.n :]))
-        if at is None:
-            return Draft()
-        tokens = list(committed[at + self.n : at + self.n + k])
-        return Draft(tokens=tokens, q=[1.0] * len(tokens))
+        for m in range(min(self.n_max, len(committed) - 1), self.n - 1, -1):
+            at = self._index.get(tuple(committed[-m:]))
+            if at is None:
+                continue
+            source = self.source(m)
+            k = plan.k(source, False)
+            tokens = list(committed[at + m : at + m + k])
+            return Draft(tokens=tokens, q=[1.0] * len(tokens), source=source)
+        return Draft()
 
     def release(self, committed: Sequence[int]) -> None:
         pass  # the index follows `committed` on the next proposal
+
+
+class CombinedDrafter:
+    """The n-gram drafter's proposal when the conversation offers a match the policy wants to
+    use, the draft model's otherwise (llama.cpp runs its speculation types in priority order the
+    same way): one setting for chat and for editing."""
+
+    def __init__(self, ngram: NgramDrafter, model: ModelDrafter) -> None:
+        self.ngram, self.model = ngram, model
+        self.backend = model.backend
+        self.name = f"{ngram.name}+{model.name}"
+
+    @property
+    def passes(self) -> int:
+        return self.model.passes
+
+    def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
+        draft = self.ngram.propose(committed, plan)
+        return draft if draft.tokens else self.model.propose(committed, plan)
+
+    def release(self, committed: Sequence[int]) -> None:
+        self.model.release(committed)

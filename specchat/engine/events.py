@@ -55,7 +55,7 @@ class TokenEvent:
 class RoundEvent:
     round: int
     k: int
-    """The draft length asked for this round."""
+    """The draft length the policy allowed this round (0: no draft)."""
     drafted: int
     accepted: int
     draft_s: float
@@ -64,6 +64,15 @@ class RoundEvent:
     """Tokens this round added to the reply."""
     t_s: float
     """Seconds from the start of the turn to the end of this round (when its tokens appear)."""
+    source: str = ""
+    """The draft source (drafter, or n-gram match length) that proposed this round's draft."""
+    declined: bool = False
+    """The adaptive policy drafted nothing because no draft length was expected to pay."""
+    expected_tokens: float | None = None
+    """The cost model's expected tokens for this round, before it was verified (None in the
+    first round of a turn, which evaluates the prompt)."""
+    expected_s: float | None = None
+    """The cost model's expected seconds for this round."""
     type: str = field(default="round", init=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -97,6 +106,13 @@ class TurnEvent:
     draft: str
     k: int
     stop_reason: str
+    policy: str = ""
+    """The draft-length policy: `fixed k=3` or `adaptive k<=8`."""
+    predicted_tokens_per_second: float | None = None
+    """The cost model's rate for the rounds after the first (expected tokens over expected
+    seconds, each predicted before its round ran), beside the measured `tokens_per_second`."""
+    declined_rounds: int = 0
+    """Rounds the adaptive policy left to the target alone because drafting would not pay."""
     """eos, stop_string, max_tokens, context_full, or cancelled."""
     type: str = field(default="turn", init=False)
 

@@ -12,7 +12,7 @@ import codecs
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from specchat.backends.base import Backend
 from specchat.engine import kvsync
 from specchat.engine.drafters import Draft, Drafter
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind
+from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, Policy
 from specchat.engine.sampling import SamplingParams, row_summary
 from specchat.engine.stats import TurnStats
 from specchat.engine.verify import verify_greedy, verify_sampling
@@ -31,9 +32,18 @@ _MAX_CHAR_COMPLETION = 4  # extra tokens allowed so a reply never ends inside a 
 @dataclass
 class DraftSettings:
     k: int = 4
-    """Tokens to draft per round."""
+    """Tokens to draft per round (fixed policy), or the most per round (adaptive policy)."""
     n_min: int = 0
     """A draft shorter than this is dropped and the round is a plain target step."""
+    p_min: float = 0.0
+    """Fixed policy: stop drafting when the draft's top probability is below this."""
+    adaptive: bool = False
+    """Choose each round's draft length from measured costs and acceptance (engine/policy.py)."""
+
+    def policy(self, costs: CostModel | None = None) -> Policy:
+        if self.adaptive:
+            return AdaptivePolicy(self.k, costs)
+        return FixedPolicy(self.k, self.p_min, costs)
 
 
 @dataclass
@@ -93,8 +103,19 @@ class SpeculativeEngine:
         self.target = target
         self.drafter = drafter
         self.sampling = sampling
+        self.policy: Policy = FixedPolicy(0)
         self.draft_settings = draft_settings or DraftSettings()
         self.rng = rng if rng is not None else np.random.default_rng(sampling.seed)
+
+    @property
+    def draft_settings(self) -> DraftSettings:
+        return self._draft_settings
+
+    @draft_settings.setter
+    def draft_settings(self, settings: DraftSettings) -> None:
+        """New settings take a new policy that keeps what the old one measured of the costs."""
+        self._draft_settings = settings
+        self.policy = settings.policy(self.policy.costs)
 
     # -- one turn ---------------------------------------------------------------------------
     def generate(
@@ -131,21 +152,30 @@ class SpeculativeEngine:
             if room < 0:  # the last committed token cannot be evaluated any more
                 reply.stop_reason = "context_full"
                 break
-            k = 0
+            cap = 0
             if round_no > 0:  # the first token of a turn is the target's alone
-                k = max(0, min(self.draft_settings.k, room, settings.max_tokens - len(reply.ids) - 1))
+                cap = max(0, min(room, settings.max_tokens - len(reply.ids) - 1))
             t0 = clock()
-            draft = self.drafter.propose(committed, k) if k > 0 else Draft()
+            plan = self.policy.plan(cap)
+            passes = self.drafter.passes
+            draft = self.drafter.propose(committed, plan) if cap > 0 else Draft()
+            passes = self.drafter.passes - passes
             if len(draft) < self.draft_settings.n_min:
-                draft = Draft()
+                draft = replace(draft, tokens=[], q=[], conf=[], dists=None)
             t1 = clock()
+            expected = self.policy.costs.expect(draft) if round_no > 0 else None
             before = len(reply.ids)
+            batch = len(kvsync.pending(self.target, committed)) + len(draft)
             events, n_accepted = self._round(round_no, committed, draft, reply)
             t2 = clock()
+            self.policy.costs.observe(draft, n_accepted, t1 - t0, passes, t2 - t1, batch)
             summary = RoundEvent(
-                round=round_no, k=k, drafted=len(draft), accepted=n_accepted,
-                draft_s=t1 - t0, verify_s=t2 - t1, emitted=len(reply.ids) - before,
-                t_s=t2 - t_start,
+                round=round_no, k=plan.asked, drafted=len(draft),
+                accepted=n_accepted, draft_s=t1 - t0, verify_s=t2 - t1,
+                emitted=len(reply.ids) - before, t_s=t2 - t_start, source=draft.source,
+                declined=plan.declined and not draft.tokens,
+                expected_tokens=expected[0] if expected else None,
+                expected_s=expected[1] if expected else None,
             )
             stats.add_round(summary)
             events.append(summary)
@@ -162,7 +192,8 @@ class SpeculativeEngine:
             wall_s=clock() - t_start,
             target_passes=self.target.passes - passes_at_start[0],
             draft_passes=self.drafter.passes - passes_at_start[1],
-            draft=self.drafter.name, k=self.draft_settings.k, stop_reason=reply.stop_reason,
+            draft=self.drafter.name, k=self.draft_settings.k, policy=self.policy.name,
+            stop_reason=reply.stop_reason,
         )
 
     # -- one round --------------------------------------------------------------------------

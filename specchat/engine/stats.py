@@ -31,12 +31,19 @@ class TurnStats:
     """Tokens per second of each round (emitted / round time), for a sparkline."""
     drafted_at: list[int] = field(default_factory=list)
     accepted_at: list[int] = field(default_factory=list)
+    expected_tokens: float = 0.0
+    expected_s: float = 0.0
+    declined: int = 0
 
     def add_round(self, r: RoundEvent) -> None:
         self.rounds += 1
         self.drafted += r.drafted
         self.accepted += r.accepted
         self.k = r.k
+        self.declined += r.declined
+        if r.expected_tokens is not None and r.expected_s is not None:
+            self.expected_tokens += r.expected_tokens
+            self.expected_s += r.expected_s
         if r.drafted:
             self.spec_rounds += 1
             self.spec_emitted += r.emitted
@@ -75,6 +82,10 @@ class TurnStats:
         return (self.tokens - 1) / self.decode_s
 
     @property
+    def predicted_tokens_per_second(self) -> float | None:
+        return self.expected_tokens / self.expected_s if self.expected_s > 0 else None
+
+    @property
     def itl_mean(self) -> float | None:
         return sum(self.gaps) / len(self.gaps) if self.gaps else None
 
@@ -91,7 +102,7 @@ class TurnStats:
 
     def turn_event(
         self, *, text: str, token_ids: list[int], prompt_ids: list[int], wall_s: float,
-        target_passes: int, draft_passes: int, draft: str, k: int, stop_reason: str,
+        target_passes: int, draft_passes: int, draft: str, k: int, policy: str, stop_reason: str,
     ) -> TurnEvent:
         return TurnEvent(
             text=text,
@@ -113,4 +124,7 @@ class TurnStats:
             draft=draft,
             k=k,
             stop_reason=stop_reason,
+            policy=policy,
+            predicted_tokens_per_second=self.predicted_tokens_per_second,
+            declined_rounds=self.declined,
         )

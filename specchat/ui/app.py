@@ -59,7 +59,6 @@ class AppSettings:
     draft_settings: DraftSettings = field(default_factory=DraftSettings)
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     models: ModelOptions = field(default_factory=ModelOptions)
-    p_min: float = 0.0
     system: str | None = None
     measure_baseline: bool = True
     """Measure the target-only rate at start (BASELINE_TOKENS tokens) for the speedup figure."""
@@ -206,8 +205,7 @@ class SpecchatApp(App):
     def load_models(self) -> None:
         s = self.settings
         try:
-            engine = build_engine(s.target, s.draft, s.sampling, s.draft_settings, s.models,
-                                  s.p_min)
+            engine = build_engine(s.target, s.draft, s.sampling, s.draft_settings, s.models)
         except ModelNotInstalledError as exc:
             self.call_from_thread(self.push_screen, FetchScreen(str(exc)), self._fetched)
             return
@@ -252,7 +250,7 @@ class SpecchatApp(App):
         engine = self.session.engine
         s = self.settings
         try:
-            drafter = load_drafter(spec, engine.target, s.sampling, engine.rng, s.models, s.p_min)
+            drafter = load_drafter(spec, engine.target, s.sampling, engine.rng, s.models)
         except SpecchatError as exc:
             self.post_message(WorkerFailed(str(exc)))
             return
@@ -489,6 +487,7 @@ class SpecchatApp(App):
         if self.busy or self.session is None:
             return
         self.session.conversation = Conversation(system=self.settings.system)
+        self.session.engine.policy.costs.forget_content()
         self.conversation_id = None
         self.query_one("#transcript", VerticalScroll).remove_children()
         self.set_status("new conversation")
@@ -496,7 +495,8 @@ class SpecchatApp(App):
     def current_settings(self) -> dict[str, Any]:
         s = self.settings
         return {
-            "k": s.draft_settings.k, "n_min": s.draft_settings.n_min, "p_min": s.p_min,
+            "k": s.draft_settings.k, "policy": "adaptive" if s.draft_settings.adaptive else "fixed",
+            "n_min": s.draft_settings.n_min, "p_min": s.draft_settings.p_min,
             "temperature": s.sampling.temperature, "top_k": s.sampling.top_k,
             "top_p": s.sampling.top_p, "seed": s.sampling.seed,
             "max_tokens": s.generation.max_tokens,
@@ -515,10 +515,10 @@ class SpecchatApp(App):
             return
         merged = {**self.current_settings(), **values}
         s = self.settings
-        s.draft_settings = DraftSettings(merged["k"], merged["n_min"])
+        s.draft_settings = DraftSettings(merged["k"], merged["n_min"], merged["p_min"],
+                                         merged["policy"] == "adaptive")
         s.sampling = SamplingParams(merged["temperature"], merged["top_k"], merged["top_p"],
                                     merged["seed"])
-        s.p_min = merged["p_min"]
         s.generation.max_tokens = merged["max_tokens"]
         s.models.target_gpu_layers = merged["target_gpu_layers"]
         s.models.draft_gpu_layers = merged["draft_gpu_layers"]
@@ -526,9 +526,9 @@ class SpecchatApp(App):
             engine = self.session.engine
             engine.draft_settings, engine.sampling = s.draft_settings, s.sampling
             engine.rng = np.random.default_rng(s.sampling.seed)
-            if isinstance(engine.drafter, ModelDrafter):
-                engine.drafter.sampling, engine.drafter.rng = s.sampling, engine.rng
-                engine.drafter.p_min = s.p_min
+            model = getattr(engine.drafter, "model", engine.drafter)  # the combined drafter's
+            if isinstance(model, ModelDrafter):
+                model.sampling, model.rng = s.sampling, engine.rng
         if merged["show_rejected"] != self.show_rejected:
             self.action_toggle_rejected()
         if self.config.error:

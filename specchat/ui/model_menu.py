@@ -31,7 +31,8 @@ class ModelChoice:
 
 
 def draft_choices(target: Path) -> list[ModelChoice]:
-    """none, n-gram, then every GGUF in the models folders judged against the target."""
+    """none, n-gram, every GGUF in the models folders judged against the target, then each
+    compatible one combined with n-gram lookup (n-gram matches first, the model otherwise)."""
     choices = [
         ModelChoice("none", "none: target only (the baseline)", True, ""),
         ModelChoice("ngram", "n-gram: prompt lookup, no draft model", True, ""),
@@ -44,6 +45,8 @@ def draft_choices(target: Path) -> list[ModelChoice]:
             choices.append(ModelChoice(str(path), path.stem, verdict.ok, verdict.reason))
         except ModelFileError as exc:
             choices.append(ModelChoice(str(path), path.stem, False, str(exc)))
+    choices += [ModelChoice(f"ngram+{c.spec}", f"combined: n-gram first, then {c.label}", True, "")
+                for c in choices[2:] if c.ok]
     return choices
 
 

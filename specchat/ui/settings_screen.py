@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,16 +13,23 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Switch
 
 
+def policy_name(text: str) -> str:
+    if text not in ("fixed", "adaptive"):
+        raise ValueError(text)
+    return text
+
+
 @dataclass(frozen=True)
 class Field:
     key: str
     label: str
-    kind: type
+    kind: Callable[[str], Any]
     help: str
 
 
 FIELDS = [
-    Field("k", "draft length k", int, "tokens drafted per round"),
+    Field("policy", "draft policy", policy_name, "fixed or adaptive (chooses up to k a round)"),
+    Field("k", "draft length k", int, "tokens drafted per round (adaptive: at most)"),
     Field("n_min", "minimum draft", int, "drop drafts shorter than this"),
     Field("p_min", "confidence stop", float, "stop drafting below this draft probability"),
     Field("temperature", "temperature", float, "0 = greedy"),
@@ -44,7 +52,7 @@ def parse(values: dict[str, str]) -> dict[str, Any]:
         try:
             out[f.key] = f.kind(text)
         except ValueError:
-            raise ValueError(f"{f.label}: {text!r} is not a {f.kind.__name__}") from None
+            raise ValueError(f"{f.label}: {text!r} is not valid ({f.help})") from None
     return out
 
 

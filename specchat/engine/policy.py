@@ -1,0 +1,307 @@
+"""Draft-length policies: how much to draft each round, and when to stop drafting early.
+
+On a CPU a verify batch of k+1 tokens costs well over one target step and a draft pass is not
+free, so speculation wins or loses by how much it drafts. A `CostModel` learns, while the engine
+runs, what this machine charges (the target's verify seconds for each batch size, each draft
+source's seconds per pass) and how often each source is right (per draft position, and for a
+model drafter against its own confidence). Every round gets a prediction from it (expected tokens
+and seconds), so the stats can set the predicted rate beside the measured one.
+
+`FixedPolicy` drafts k tokens and stops below a confidence `p_min` (llama.cpp's settings).
+`AdaptivePolicy` picks, per round and per draft source, the length that maximises expected tokens
+per second, stops a model draft when the next token's expected gain no longer pays for its cost,
+and drafts nothing when no length beats a plain target step (probing now and then, so it notices
+when drafting starts to pay again).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from specchat.engine.drafters import Draft
+
+_DECAY = 0.97
+"""Forgetting factor of the acceptance counts per observation: the estimate follows the
+conversation (code, then prose) within a few dozen rounds."""
+_PRIOR_ACCEPT, _PRIOR_WEIGHT = 0.6, 2.0
+_COST_EMA = 0.2
+_PRIOR_BATCH_SLOPE = 0.35
+"""Before two batch sizes are measured: verifying n tokens costs V(1)(1 + 0.35 (n - 1)),
+about what a CPU shows (1.4x for 2 tokens, 3.4x for 8 on the default pair)."""
+_PRIOR_PASS_FRACTION = 0.4
+"""Before a draft pass is measured: a pass costs 0.4 of a target step."""
+_CONF_BINS = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995, 1.01)
+_PROBE_EVERY = 16
+_EXPLORE_SAMPLES = 3
+_WARMUP_K = 3
+
+
+class _Rate:
+    """A success rate with a prior and exponential forgetting."""
+
+    __slots__ = ("hits", "n")
+
+    def __init__(self, prior: float) -> None:
+        self.hits, self.n = prior * _PRIOR_WEIGHT, _PRIOR_WEIGHT
+
+    def add(self, ok: bool) -> None:
+        self.hits = self.hits * _DECAY + ok
+        self.n = self.n * _DECAY + 1.0
+
+    @property
+    def mean(self) -> float:
+        return self.hits / self.n
+
+
+def _conf_bin(conf: float) -> int:
+    return next(i for i, edge in enumerate(_CONF_BINS) if conf < edge)
+
+
+def expected_tokens(accept: list[float]) -> float:
+    """Tokens a round yields when draft token i stands with probability accept[i] given the
+    ones before it stood: 1 (correction or bonus) + sum over i of P(first i+1 all stand)."""
+    total, alive = 1.0, 1.0
+    for a in accept:
+        alive *= a
+        total += alive
+    return total
+
+
+@dataclass
+class CostModel:
+    """What rounds cost on this machine and how often each draft source is right."""
+
+    verify: dict[int, float] = field(default_factory=dict)
+    """EMA of verify seconds by batch size (evaluated tokens)."""
+    verify_count: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    pass_s: dict[str, float] = field(default_factory=dict)
+    """EMA of seconds per draft pass by source (per lookup for a source without passes)."""
+    catchup_token_s: dict[str, float] = field(default_factory=dict)
+    """EMA of the extra seconds per token when a draft model catches up on several committed
+    tokens at once (after rounds it did not draft, or after a bonus token)."""
+    by_position: dict[str, list[_Rate]] = field(default_factory=lambda: defaultdict(list))
+    by_confidence: dict[str, list[_Rate]] = field(default_factory=dict)
+
+    @property
+    def warm(self) -> bool:
+        return 1 in self.verify
+
+    def verify_s(self, n: int) -> float:
+        """Measured where this batch size was seen; between two seen sizes, the straight line
+        between them; beyond the largest, its cost plus the least-squares slope per token."""
+        if n in self.verify:
+            return self.verify[n]
+        points = sorted(self.verify.items())
+        below = [p for p in points if p[0] < n]
+        above = [p for p in points if p[0] > n]
+        if below and above:
+            (n0, v0), (n1, v1) = below[-1], above[0]
+            return v0 + (v1 - v0) * (n - n0) / (n1 - n0)
+        if below and len(points) >= 2:
+            xs, ys = [p[0] for p in points], [p[1] for p in points]
+            mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+            slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
+            return below[-1][1] + max(slope, 0.0) * (n - below[-1][0])
+        n0, v0 = (below or above or [(1, 0.1)])[-1 if below else 0]
+        return v0 * (1 + _PRIOR_BATCH_SLOPE * (n - 1)) / (1 + _PRIOR_BATCH_SLOPE * (n0 - 1))
+
+    def draft_s(self, source: str, length: int, uses_passes: bool, behind: int = 1) -> float:
+        """Seconds to draft `length` tokens: for a model, one pass that catches up on the
+        `behind` committed tokens it has not seen, then a pass per further token; for a lookup
+        drafter, one lookup."""
+        if not uses_passes:
+            return self.pass_s.get(source, 0.0)
+        step = self.pass_s.get(source, _PRIOR_PASS_FRACTION * self.verify_s(1))
+        catchup = self.catchup_token_s.get(source, step / 4) * max(0, behind - 1)
+        return catchup + step * max(1, length)
+
+    def position_rate(self, source: str, i: int) -> float:
+        """P(draft token i stands | the ones before it stood). A position not yet tested is
+        assumed as good as the one before it, so longer drafts get tried when they may pay."""
+        rates = self.by_position[source]
+        if i < len(rates):
+            return rates[i].mean
+        return rates[-1].mean if rates else _PRIOR_ACCEPT
+
+    def confidence_rate(self, source: str, conf: float) -> float:
+        bins = self.by_confidence.get(source)
+        if bins is None:
+            return min(conf, _PRIOR_ACCEPT + 0.3)
+        return bins[_conf_bin(conf)].mean
+
+    def expect(self, draft: Draft) -> tuple[float, float]:
+        """(expected tokens, expected seconds) of a round that verifies `draft`."""
+        if draft.conf:
+            accept = [self.confidence_rate(draft.source, c) for c in draft.conf]
+        else:
+            accept = [self.position_rate(draft.source, i) for i in range(len(draft))]
+        seconds = self.verify_s(1 + len(draft))
+        if draft.tokens or draft.catchup_s:  # a drafter ran (a model may have kept nothing)
+            seconds += self.draft_s(draft.source, len(draft), draft.uses_passes, draft.behind)
+        return expected_tokens(accept), seconds
+
+    def observe(self, draft: Draft, accepted: int, draft_s: float, passes: int,
+                verify_s: float, batch: int) -> None:
+        """Learn from a finished round: `batch` tokens verified in `verify_s`, `passes` draft
+        passes in `draft_s`, `accepted` of the draft's tokens stood."""
+        if batch == 1 + len(draft):  # not a prefill: the verify cost of a draft this long
+            _ema(self.verify, batch, verify_s)
+            self.verify_count[batch] += 1
+        source = draft.source
+        if not source:
+            return
+        if draft.uses_passes:
+            if passes > 1:
+                _ema(self.pass_s, source, (draft_s - draft.catchup_s) / (passes - 1))
+            if draft.behind > 1 and source in self.pass_s:
+                extra = max(0.0, draft.catchup_s - self.pass_s[source]) / (draft.behind - 1)
+                _ema(self.catchup_token_s, source, extra)
+        elif draft.tokens:
+            _ema(self.pass_s, source, draft_s)
+        tested = min(len(draft), accepted + 1)  # tokens after the first refusal were not tested
+        rates = self.by_position[source]
+        for i in range(tested):
+            if i == len(rates):
+                rates.append(_Rate(self.position_rate(source, i)))
+            rates[i].add(i < accepted)
+        if draft.conf:
+            bins = self.by_confidence.setdefault(
+                source, [_Rate(min(edge, 1.0) - 0.05) for edge in _CONF_BINS])
+            for i in range(tested):
+                bins[_conf_bin(draft.conf[i])].add(i < accepted)
+
+    def forget_content(self) -> None:
+        """A new conversation: keep what the machine costs, forget how well drafts matched."""
+        self.by_position.clear()
+        self.by_confidence.clear()
+
+
+def _ema(table: dict, key: object, value: float) -> None:
+    old = table.get(key)
+    table[key] = value if old is None else old + _COST_EMA * (value - old)
+
+
+class Plan(Protocol):
+    """One round's drafting budget, asked by the drafter as it drafts."""
+
+    declined: bool
+    """The policy chose not to draft this round although the drafter could have."""
+    asked: int
+    """The draft length the plan last allowed (the k of the round)."""
+
+    def k(self, source: str, uses_passes: bool, behind: int = 0) -> int:
+        """How many tokens `source` may draft this round (0: do not draft); a model drafter
+        says how many committed tokens it must catch up on first."""
+        ...
+
+    def keep(self, source: str, i: int, conf: float) -> bool:
+        """Whether draft token i, proposed with confidence `conf`, should be kept (and
+        drafting go on)."""
+        ...
+
+
+@dataclass
+class _FixedPlan:
+    k_max: int
+    p_min: float
+    declined: bool = False
+    asked: int = 0
+
+    def k(self, source: str, uses_passes: bool, behind: int = 0) -> int:
+        self.asked = self.k_max
+        return self.k_max
+
+    def keep(self, source: str, i: int, conf: float) -> bool:
+        return conf >= self.p_min
+
+
+class Policy(Protocol):
+    name: str
+    costs: CostModel
+
+    def plan(self, cap: int) -> Plan: ...
+
+
+class FixedPolicy:
+    """Draft k tokens every round, stopping below `p_min`; still predicts each round's rate."""
+
+    def __init__(self, k: int, p_min: float = 0.0, costs: CostModel | None = None) -> None:
+        self.k, self.p_min = k, p_min
+        self.name = f"fixed k={k}"
+        self.costs = costs or CostModel()
+
+    def plan(self, cap: int) -> Plan:
+        return _FixedPlan(min(self.k, cap), self.p_min)
+
+
+class _AdaptivePlan:
+    def __init__(self, policy: AdaptivePolicy, cap: int) -> None:
+        self.policy, self.cap = policy, cap
+        self.rate = 0.0
+        """The best expected rate of this round (tokens/s): a token is kept only if it adds
+        tokens faster than this."""
+        self.gain = 1.0
+        self.declined = False
+        self.asked = 0
+
+    def k(self, source: str, uses_passes: bool, behind: int = 0) -> int:
+        self.asked = self._choose(source, uses_passes, behind)
+        return self.asked
+
+    def _rate(self, source: str, n: int, uses_passes: bool, behind: int,
+              accept: list[float]) -> float:
+        costs = self.policy.costs
+        seconds = costs.draft_s(source, n, uses_passes, behind) + costs.verify_s(1 + n)
+        return expected_tokens(accept[:n]) / seconds
+
+    def _choose(self, source: str, uses_passes: bool, behind: int) -> int:
+        p, costs = self.policy, self.policy.costs
+        cap = min(self.cap, p.k_max)
+        if not costs.warm:
+            return min(cap, _WARMUP_K)
+        plain = 1.0 / costs.verify_s(1)
+        accept = [costs.position_rate(source, i) for i in range(cap)]
+        rates = [self._rate(source, n, uses_passes, behind, accept) for n in range(1, cap + 1)]
+        best_len = 1 + max(range(cap), key=rates.__getitem__) if cap else 0
+        if not cap or rates[best_len - 1] <= plain:
+            self.rate = plain
+            self.declined = True
+            # probe now and then, but only where a perfect draft could pay at all
+            ideal = max(self._rate(source, n, uses_passes, behind, [1.0] * cap)
+                        for n in range(1, cap + 1)) if cap else 0.0
+            p.declines += 1
+            if ideal <= plain or p.declines % _PROBE_EVERY:
+                return 0
+            self.declined = False
+            return min(cap, 2)
+        self.rate = rates[best_len - 1]
+        if best_len < cap and costs.verify_count[best_len + 2] < _EXPLORE_SAMPLES:
+            best_len += 1  # measure the next batch size before trusting its extrapolation
+        # a model drafter drafts as far as `keep` lets it: its confidence says more than the
+        # average over positions
+        return cap if uses_passes else best_len
+
+    def keep(self, source: str, i: int, conf: float) -> bool:
+        """Keep token i if its expected tokens per extra second beat the round's best rate:
+        the marginal rule, with the draft's confidence calibrated against what was accepted."""
+        costs = self.policy.costs
+        self.gain *= costs.confidence_rate(source, conf)
+        extra_s = (costs.verify_s(2 + i) - costs.verify_s(1 + i)
+                   + costs.draft_s(source, 1, True))
+        return self.gain / extra_s >= self.rate
+
+
+class AdaptivePolicy:
+    """Choose each round's draft length from the cost model (see the module docstring)."""
+
+    def __init__(self, k_max: int = 8, costs: CostModel | None = None) -> None:
+        self.k_max = k_max
+        self.name = f"adaptive k<={k_max}"
+        self.costs = costs or CostModel()
+        self.declines = 0
+
+    def plan(self, cap: int) -> Plan:
+        return _AdaptivePlan(self, cap)

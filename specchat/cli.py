@@ -186,6 +186,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from specchat.bench import command
+
+    return command.run(args)
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from specchat.catalog import commands
 
@@ -214,9 +220,11 @@ def build_parser(engine_defaults: dict[str, object] | None = None) -> argparse.A
     replay.add_argument("file")
     replay.add_argument("--speed", type=float, default=1.0, help="2 = twice as fast")
     replay.set_defaults(func=cmd_replay)
+    from specchat.bench.command import add_parser as add_bench_parser
     from specchat.catalog.commands import add_parser as add_models_parser
 
     add_models_parser(sub).set_defaults(func=cmd_models)
+    add_bench_parser(sub).set_defaults(func=cmd_bench)
     return parser
 
 

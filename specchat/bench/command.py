@@ -1,0 +1,81 @@
+"""`specchat bench`: the prompt suite through target-only and each chosen drafter and k."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+from specchat.engine.loop import DraftSettings
+from specchat.engine.sampling import SamplingParams
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("bench", help="benchmark drafters and draft lengths on a prompt suite")
+    p.add_argument("--prompts", type=Path, default=None,
+                   help="a prompts file ([[prompt]] category, name, text); default: built-in suite")
+    p.add_argument("--categories", default="", help="comma-separated categories to run")
+    p.add_argument("--target", default="default")
+    p.add_argument("--drafters", default="default,ngram",
+                   help="comma-separated drafters as --draft takes them (default: %(default)s)")
+    p.add_argument("--k", default="2,3,4", help="fixed draft lengths to run (default: %(default)s)")
+    p.add_argument("--adaptive", action="store_true",
+                   help="also run each drafter with the adaptive policy")
+    p.add_argument("--k-max", type=int, default=8, help="the adaptive policy's longest draft")
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="tokens per reply for every prompt (default: each prompt's own, else 96)")
+    p.add_argument("--ctx", type=int, default=4096)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", type=Path, default=Path("bench-results"),
+                   help="folder for bench.json, bench.csv and bench.svg (default: %(default)s)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from specchat.bench import chart, report
+    from specchat.bench.runner import Arm, load_prompts, run_suite
+    from specchat.loading import ModelOptions, load_drafter, load_target
+
+    console, err = Console(), Console(stderr=True)
+    categories = [c for c in args.categories.split(",") if c]
+    prompts = load_prompts(args.prompts, categories)
+    ks = [int(k) for k in args.k.split(",") if k]
+    drafters = [d for d in args.drafters.split(",") if d]
+    arms = [Arm("none")]
+    for d in drafters:
+        arms += [Arm(d, DraftSettings(k=k)) for k in ks]
+        if args.adaptive:
+            arms.append(Arm(d, DraftSettings(k=args.k_max, adaptive=True)))
+    options = ModelOptions(n_ctx=args.ctx, threads=args.threads)
+    err.print(f"loading {args.target} and drafters {', '.join(drafters)} …", style="dim")
+    target = load_target(args.target, options)
+    rng = np.random.default_rng(0)
+    loaded = {spec: load_drafter(spec, target, SamplingParams(), rng, options)
+              for spec in dict.fromkeys(a.drafter for a in arms)}
+
+    def progress(done: int, total: int, r) -> None:
+        rate = "–" if r.tokens_per_second is None else f"{r.tokens_per_second:.1f}"
+        err.print(f"[{done}/{total}] {r.category}/{r.prompt} · {r.arm}: {r.tokens} tokens, "
+                  f"{rate} tok/s", style="dim", highlight=False)
+
+    runs = run_suite(target, loaded, arms, prompts, args.repeats, args.max_tokens, progress)
+    summaries = report.summarize(runs)
+    title = (f"{target.name} · {len(prompts)} prompts × {args.repeats} repeats · greedy · "
+             f"{platform.machine()}")
+    for table in report.rich_tables(summaries, title):
+        console.print(table)
+    console.print(chart.terminal_chart(summaries))
+    args.out.mkdir(parents=True, exist_ok=True)
+    meta = {"target": target.name, "arms": [a.label for a in arms],
+            "prompts": [f"{p.category}/{p.name}" for p in prompts], "repeats": args.repeats,
+            "max_tokens": args.max_tokens, "machine": platform.platform(),
+            "processor": platform.processor()}
+    report.write_json(args.out / "bench.json", meta, runs, summaries)
+    report.write_csv(args.out / "bench.csv", summaries)
+    chart.write_svg(args.out / "bench.svg", summaries, title)
+    err.print(f"wrote {args.out / 'bench.json'}, bench.csv and bench.svg", style="dim")
+    return 0

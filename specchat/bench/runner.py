@@ -1,0 +1,188 @@
+"""Run a prompt suite through several drafter settings and keep what each generation measured.
+
+Every number comes from the engine's event stream (the same events the TUI shows): one `Run`
+per generation, built by `Run.from_events`. Arms run interleaved (each prompt through every arm,
+then the next prompt, then the next repeat) so that a noisy machine slows all arms alike, and
+every run starts from empty KV caches so time to first token includes the whole prompt.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from specchat.backends.base import Backend
+from specchat.engine import kvsync
+from specchat.engine.events import Event, RoundEvent, TurnEvent
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.sampling import SamplingParams
+from specchat.engine.stats import TurnStats
+from specchat.errors import SpecchatError
+
+BUILTIN_PROMPTS = Path(__file__).with_name("prompts.toml")
+DEFAULT_MAX_TOKENS = 96
+
+
+@dataclass(frozen=True)
+class Prompt:
+    category: str
+    name: str
+    text: str
+    max_tokens: int | None = None
+
+
+def load_prompts(path: Path | None = None, categories: Sequence[str] = ()) -> list[Prompt]:
+    """The built-in suite, or the user's file of the same form; optionally some categories."""
+    path = path or BUILTIN_PROMPTS
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        prompts = [Prompt(p["category"], p["name"], p["text"], p.get("max_tokens"))
+                   for p in data["prompt"]]
+    except FileNotFoundError:
+        raise SpecchatError(f"prompts file not found: {path}") from None
+    except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+        raise SpecchatError(f"{path}: not a prompts file ([[prompt]] with category, name, "
+                            f"text): {exc}") from None
+    if categories:
+        unknown = set(categories) - {p.category for p in prompts}
+        if unknown:
+            raise SpecchatError(f"no prompts in categories {sorted(unknown)} in {path.name}")
+        prompts = [p for p in prompts if p.category in categories]
+    return prompts
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One way of decoding: a drafter (as `--draft` takes it) and its draft settings."""
+
+    drafter: str
+    settings: DraftSettings = field(default_factory=DraftSettings)
+
+    @property
+    def label(self) -> str:
+        if self.drafter == "none":
+            return "target only"
+        how = f"adaptive k<={self.settings.k}" if self.settings.adaptive else f"k={self.settings.k}"
+        return f"{self.short_drafter} {how}"
+
+    @property
+    def short_drafter(self) -> str:
+        """The drafter as a person names it: a GGUF path by its file stem."""
+        head, plus, model = self.drafter.rpartition("+")
+        return f"{head}{plus}{Path(model).stem if model.endswith('.gguf') else model}"
+
+    @property
+    def fixed_k(self) -> int | None:
+        return None if self.drafter == "none" or self.settings.adaptive else self.settings.k
+
+
+@dataclass
+class Run:
+    """What one generation measured, taken from its events."""
+
+    arm: str
+    drafter: str
+    k: int | None
+    category: str
+    prompt: str
+    repeat: int
+    tokens: int
+    wall_s: float
+    ttft_s: float
+    decode_s: float
+    tokens_per_second: float | None
+    gaps: list[float]
+    drafted: int
+    accepted: int
+    spec_rounds: int
+    spec_emitted: int
+    plain_rounds: int
+    """Rounds after the first that drafted nothing (target steps)."""
+    draft_s: float
+    """Draft seconds of the rounds that drafted."""
+    spec_verify_s: float
+    plain_verify_s: float
+    predicted_tokens_per_second: float | None
+    declined_rounds: int
+
+    @classmethod
+    def from_events(cls, events: Iterable[Event], **labels) -> Run:
+        stats, sums = TurnStats(), {"draft_s": 0.0, "spec_verify_s": 0.0, "plain_verify_s": 0.0,
+                                    "plain_rounds": 0}
+        turn = None
+        for event in events:
+            if isinstance(event, RoundEvent):
+                stats.add_round(event)
+                if event.drafted:
+                    sums["draft_s"] += event.draft_s
+                    sums["spec_verify_s"] += event.verify_s
+                elif event.round > 0:
+                    sums["plain_verify_s"] += event.verify_s
+                    sums["plain_rounds"] += 1
+            elif isinstance(event, TurnEvent):
+                turn = event
+        if turn is None:
+            raise ValueError("the events hold no turn summary")
+        return cls(**labels, tokens=turn.n_tokens, wall_s=turn.wall_s, ttft_s=turn.ttft_s,
+                   decode_s=turn.decode_s, tokens_per_second=turn.tokens_per_second,
+                   gaps=stats.gaps, drafted=turn.n_drafted, accepted=turn.n_accepted,
+                   spec_rounds=stats.spec_rounds, spec_emitted=stats.spec_emitted,
+                   predicted_tokens_per_second=turn.predicted_tokens_per_second,
+                   declined_rounds=turn.declined_rounds, **sums)
+
+    @property
+    def itl_mean(self) -> float | None:
+        return sum(self.gaps) / len(self.gaps) if self.gaps else None
+
+
+Progress = Callable[[int, int, Run], None]
+
+
+def run_suite(
+    target: Backend,
+    drafters: dict[str, object],
+    arms: Sequence[Arm],
+    prompts: Sequence[Prompt],
+    repeats: int = 1,
+    max_tokens: int | None = None,
+    progress: Progress | None = None,
+) -> list[Run]:
+    """Each prompt through every arm, `repeats` times; `drafters` maps each arm's drafter spec
+    to a loaded drafter. `max_tokens` applies to every prompt; without it each prompt's own
+    (or DEFAULT_MAX_TOKENS). Greedy decoding, so every arm writes the same reply (up to near-ties)
+    and the rates compare like with like."""
+    greedy = SamplingParams()
+    engines = [(arm, SpeculativeEngine(target, drafters[arm.drafter], greedy, arm.settings,
+                                       np.random.default_rng(0))) for arm in arms]
+    prompt_ids = {p: target.tokenize(target.render_chat([("user", p.text)])) for p in prompts}
+    warm = GenerationSettings(max_tokens=4)
+    for _, engine in engines:  # page both models in before anything is timed
+        _fresh(engine)
+        list(engine.generate(prompt_ids[prompts[0]][:32], warm))
+    runs: list[Run] = []
+    total = repeats * len(prompts) * len(arms)
+    for repeat in range(repeats):
+        for p in prompts:
+            settings = GenerationSettings(max_tokens=max_tokens or p.max_tokens
+                                          or DEFAULT_MAX_TOKENS)
+            for arm, engine in engines:
+                _fresh(engine)
+                run = Run.from_events(engine.generate(prompt_ids[p], settings), arm=arm.label,
+                                      drafter=arm.short_drafter, k=arm.fixed_k, category=p.category,
+                                      prompt=p.name, repeat=repeat)
+                runs.append(run)
+                if progress:
+                    progress(len(runs), total, run)
+    return runs
+
+
+def _fresh(engine: SpeculativeEngine) -> None:
+    """Empty caches and a new conversation: the policy keeps what it learned of the machine's
+    costs, not how well drafts matched the last prompt."""
+    kvsync.release(engine.target, [])
+    engine.drafter.release([])
+    engine.policy.costs.forget_content()

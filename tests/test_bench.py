@@ -9,10 +9,11 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
+from conftest import load
 from hypothesis import given
 from hypothesis import strategies as st
+from test_cli import specchat
 
-from conftest import load
 from specchat.bench.report import ALL, leviathan_tokens, summarize
 from specchat.bench.runner import Arm, Run, load_prompts, run_suite
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
@@ -21,7 +22,6 @@ from specchat.engine.loop import DraftSettings
 from specchat.engine.policy import expected_tokens
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import SpecchatError
-from test_cli import specchat
 
 
 @given(alpha=st.floats(0.0, 1.0), gamma=st.integers(0, 10))

@@ -7,10 +7,10 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_cli import specchat
 
 from specchat.engine.drafters import Draft
 from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, expected_tokens
-from test_cli import specchat
 
 
 @given(a=st.floats(0.01, 0.99), k=st.integers(0, 12))

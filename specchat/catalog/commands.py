@@ -7,7 +7,12 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import (
-    BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn,
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
 )
 from rich.table import Table
 

@@ -14,15 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.content import Content
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import Footer, Header, Static
 
+from specchat.backends.llamacpp import NO_TRUNCATION
+from specchat.catalog import compat
 from specchat.chat.history import HistoryStore
 from specchat.chat.session import ChatSession, Conversation
 from specchat.config import Config
@@ -32,15 +33,16 @@ from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeE
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import TurnStats
 from specchat.errors import ContextOverflowError, ModelNotInstalledError, SpecchatError
-from specchat.backends.llamacpp import NO_TRUNCATION
-from specchat.catalog import compat
 from specchat.loading import ModelOptions, build_engine, load_drafter, load_target
 from specchat.trace import Trace
-from specchat.ui.model_menu import (
-    DraftCommands, ModelMenu, draft_choices, target_choices,
-)
 from specchat.ui.fetch_screen import FetchScreen
 from specchat.ui.history_screen import HistoryScreen
+from specchat.ui.model_menu import (
+    DraftCommands,
+    ModelMenu,
+    draft_choices,
+    target_choices,
+)
 from specchat.ui.settings_screen import SettingsScreen
 from specchat.ui.step_panel import EXPLAIN, StepPanel, describe_round
 from specchat.ui.theming import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_themes

@@ -179,10 +179,20 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from specchat.trace import read_trace
+    from specchat.trace import read_trace, shipped_traces
     from specchat.ui.app import AppSettings, SpecchatApp
 
-    SpecchatApp(AppSettings(replay=read_trace(args.file), replay_speed=args.speed)).run()
+    if args.list or not args.files:
+        for path in shipped_traces():
+            trace = read_trace(path)
+            print(f"{path.stem:<28} {trace.meta.get('draft', '?'):<36} {trace.prompt[:60]!r}")
+        return 0
+    traces = [read_trace(f) for f in args.files]
+    if len(traces) == 1:
+        settings = AppSettings(replay=traces[0], replay_speed=args.speed, step=args.step)
+    else:
+        settings = AppSettings(race=traces, replay_speed=args.speed)
+    SpecchatApp(settings).run()
     return 0
 
 
@@ -216,8 +226,14 @@ def build_parser(engine_defaults: dict[str, object] | None = None) -> argparse.A
     chat = sub.add_parser("chat", help="a line-based chat for plain terminals")
     _add_model_options(chat, defaults)
     chat.set_defaults(func=cmd_chat)
-    replay = sub.add_parser("replay", help="play a recorded trace in the app, no model needed")
-    replay.add_argument("file")
+    replay = sub.add_parser(
+        "replay", help="play a recorded trace in the app, no model needed; two or more race "
+                       "side by side")
+    replay.add_argument("files", nargs="*", metavar="TRACE",
+                        help="trace files or names of shipped traces (see --list)")
+    replay.add_argument("--list", action="store_true", help="list the shipped traces")
+    replay.add_argument("--step", action="store_true",
+                        help="step-through: each round waits for Space")
     replay.add_argument("--speed", type=float, default=1.0, help="2 = twice as fast")
     replay.set_defaults(func=cmd_replay)
     from specchat.bench.command import add_parser as add_bench_parser

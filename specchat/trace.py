@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.errors import SpecchatError
+from specchat.resources import resource_dir
 
 VERSION = 1
 _TYPES: dict[str, type] = {"token": TokenEvent, "round": RoundEvent, "turn": TurnEvent}
@@ -40,6 +41,16 @@ class TraceWriter:
         self.stream.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
 
 
+def lane_label(meta: dict[str, Any]) -> str:
+    """How a race names a recorded turn: target only, or the drafter and its settings."""
+    draft = str(meta.get("draft", "?"))
+    if draft == "none":
+        return "target only"
+    settings = meta.get("settings", {})
+    how = "adaptive k<=" if settings.get("policy") == "adaptive" else "k="
+    return f"speculative: {draft}, {how}{settings.get('k', '?')}"
+
+
 def event_from_json(data: dict[str, Any]) -> Event:
     cls = _TYPES[data["type"]]
     kwargs = {f.name: data[f.name] for f in fields(cls) if f.init and f.name in data}
@@ -48,8 +59,17 @@ def event_from_json(data: dict[str, Any]) -> Event:
     return cls(**kwargs)
 
 
+def shipped_traces() -> list[Path]:
+    """The traces recorded on the default pair that come with specchat."""
+    return sorted(resource_dir("traces").glob("*.jsonl"))
+
+
 def read_trace(path: str | Path) -> Trace:
+    """A trace file, or the name of a shipped one (`code-0.5b-draft-k3`)."""
     path = Path(path)
+    if not path.exists() and path.parent == Path("."):
+        shipped = {p.stem: p for p in shipped_traces()}
+        path = shipped.get(path.name.removesuffix(".jsonl"), path)
     try:
         lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
         if not lines or lines[0].get("type") != "trace":

@@ -181,8 +181,7 @@ def run_suite(
 
 
 def _fresh(engine: SpeculativeEngine) -> None:
-    """Empty caches and a new conversation: the policy keeps what it learned of the machine's
-    costs, not how well drafts matched the last prompt."""
+    """Empty caches and a new conversation for the policy (see `CostModel.new_conversation`)."""
     kvsync.release(engine.target, [])
     engine.drafter.release([])
-    engine.policy.costs.forget_content()
+    engine.policy.costs.new_conversation()

@@ -35,8 +35,8 @@ _PRIOR_PASS_FRACTION = 0.4
 """Before a draft pass is measured: a pass costs 0.4 of a target step."""
 _CONF_BINS = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995, 1.01)
 _PROBE_EVERY = 16
+_EXPLORE_BONUS = 1.0
 _EXPLORE_SAMPLES = 3
-_WARMUP_K = 3
 
 
 class _Rate:
@@ -54,6 +54,16 @@ class _Rate:
     @property
     def mean(self) -> float:
         return self.hits / self.n
+
+    @property
+    def optimistic(self) -> float:
+        """The mean with `_EXPLORE_BONUS` extra successes: high while little is known, so a
+        length gets tried before it is written off; the bonus fades as evidence comes in."""
+        return (self.hits + _EXPLORE_BONUS) / (self.n + _EXPLORE_BONUS)
+
+    def shrink(self) -> None:
+        """Keep the estimate, as evidence of only `_PRIOR_WEIGHT` observations."""
+        self.hits, self.n = self.mean * _PRIOR_WEIGHT, _PRIOR_WEIGHT
 
 
 def _conf_bin(conf: float) -> int:
@@ -118,13 +128,15 @@ class CostModel:
         catchup = self.catchup_token_s.get(source, step / 4) * max(0, behind - 1)
         return catchup + step * max(1, length)
 
-    def position_rate(self, source: str, i: int) -> float:
-        """P(draft token i stands | the ones before it stood). A position not yet tested is
-        assumed as good as the one before it, so longer drafts get tried when they may pay."""
+    def position_rate(self, source: str, i: int, optimistic: bool = False) -> float:
+        """P(draft token i stands | the ones before it stood); `optimistic` for choosing a
+        length (see `_Rate.optimistic`), the plain estimate for predicting. A position not yet
+        tested is assumed as good as the one before it, so longer drafts get tried."""
         rates = self.by_position[source]
-        if i < len(rates):
-            return rates[i].mean
-        return rates[-1].mean if rates else _PRIOR_ACCEPT
+        if not rates:
+            return _Rate(_PRIOR_ACCEPT).optimistic if optimistic else _PRIOR_ACCEPT
+        rate = rates[min(i, len(rates) - 1)]
+        return rate.optimistic if optimistic else rate.mean
 
     def confidence_rate(self, source: str, conf: float) -> float:
         bins = self.by_confidence.get(source)
@@ -173,10 +185,13 @@ class CostModel:
             for i in range(tested):
                 bins[_conf_bin(draft.conf[i])].add(i < accepted)
 
-    def forget_content(self) -> None:
-        """A new conversation: keep what the machine costs, forget how well drafts matched."""
-        self.by_position.clear()
-        self.by_confidence.clear()
+    def new_conversation(self) -> None:
+        """Keep what the machine costs; keep how well each source drafted only as a prior of
+        `_PRIOR_WEIGHT` observations, so the new conversation's own acceptance takes over
+        within a few rounds."""
+        for rates in [*self.by_position.values(), *self.by_confidence.values()]:
+            for rate in rates:
+                rate.shrink()
 
 
 def _ema(table: dict, key: object, value: float) -> None:
@@ -260,10 +275,10 @@ class _AdaptivePlan:
     def _choose(self, source: str, uses_passes: bool, behind: int) -> int:
         p, costs = self.policy, self.policy.costs
         cap = min(self.cap, p.k_max)
-        if not costs.warm:
-            return min(cap, _WARMUP_K)
+        if not costs.warm:  # first a plain target step, the cost everything is measured against
+            return 0
         plain = 1.0 / costs.verify_s(1)
-        accept = [costs.position_rate(source, i) for i in range(cap)]
+        accept = [costs.position_rate(source, i, optimistic=True) for i in range(cap)]
         rates = [self._rate(source, n, uses_passes, behind, accept) for n in range(1, cap + 1)]
         best_len = 1 + max(range(cap), key=rates.__getitem__) if cap else 0
         if not cap or rates[best_len - 1] <= plain:

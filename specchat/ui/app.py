@@ -9,6 +9,7 @@ both caches consistent, and the partial reply is kept and marked as stopped.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from specchat.catalog import compat
 from specchat.chat.history import HistoryStore
 from specchat.chat.session import ChatSession, Conversation
 from specchat.config import Config
+from specchat.engine import kvsync
 from specchat.engine.drafters import ModelDrafter, NoDrafter
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
@@ -34,7 +36,7 @@ from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import TurnStats
 from specchat.errors import ContextOverflowError, ModelNotInstalledError, SpecchatError
 from specchat.loading import ModelOptions, build_engine, load_drafter, load_target
-from specchat.trace import Trace
+from specchat.trace import Trace, lane_label
 from specchat.ui.fetch_screen import FetchScreen
 from specchat.ui.history_screen import HistoryScreen
 from specchat.ui.model_menu import (
@@ -43,6 +45,7 @@ from specchat.ui.model_menu import (
     draft_choices,
     target_choices,
 )
+from specchat.ui.race_screen import Lane, RaceScreen
 from specchat.ui.settings_screen import SettingsScreen
 from specchat.ui.step_panel import EXPLAIN, StepPanel, describe_round
 from specchat.ui.theming import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_themes
@@ -67,6 +70,10 @@ class AppSettings:
     replay: Trace | None = None
     """Play this recorded turn instead of loading models."""
     replay_speed: float = 1.0
+    race: list[Trace] = field(default_factory=list)
+    """Play these recorded turns side by side on one clock instead of loading models."""
+    step: bool = False
+    """Start in step-through mode (F5)."""
 
 
 class EventBatch(Message):
@@ -81,6 +88,12 @@ class WorkerFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
+
+
+class RaceReady(Message):
+    def __init__(self, lanes: list[Lane]) -> None:
+        super().__init__()
+        self.lanes = lanes
 
 
 class ModelsReady(Message):
@@ -112,6 +125,7 @@ class SpecchatApp(App):
         Binding("ctrl+o", "history", "History", priority=True),
         Binding("ctrl+s", "settings", "Settings", priority=True),
         Binding("f5", "step_mode", "Step mode", priority=True),
+        Binding("f6", "race", "Race", priority=True),
     ]
     COMMANDS = App.COMMANDS | {DraftCommands}
 
@@ -163,7 +177,12 @@ class SpecchatApp(App):
             self.notify(self.config.error, severity="warning", timeout=10)
         self.query_one(PromptInput).disabled = True
         self.set_interval(REDRAW_S, self.redraw)
-        if self.settings.replay is not None:
+        if self.settings.step:
+            self.action_step_mode()
+        if self.settings.race:
+            self.set_status("race replay: no model loaded (Esc closes the race)")
+            self.start_race([Lane(lane_label(t.meta), t.events) for t in self.settings.race])
+        elif self.settings.replay is not None:
             self.start_replay(self.settings.replay, self.settings.replay_speed)
         else:
             self.load_models()
@@ -180,16 +199,29 @@ class SpecchatApp(App):
         self.set_status(f"replay ({speed:g}x) of a turn recorded with {meta.get('target', '?')} "
                         f"and draft {meta.get('draft', '?')}: no model loaded")
         self.begin_reply(trace.prompt)
-        batch: list[Event] = []
-        at = 0.0
+        self.play_trace(trace, speed)
+
+    @work(thread=True, exclusive=True, group="turn")
+    def play_trace(self, trace: Trace, speed: float) -> None:
+        """Hand the recorded rounds to the UI when their time comes, like a live turn: step
+        mode holds each round for Space (the pause shifts the clock), Esc plays the rest at once."""
+        start, batch = time.monotonic(), []
         for event in trace.events:
             batch.append(event)
+            if not isinstance(event, (RoundEvent, TurnEvent)):
+                continue
             if isinstance(event, RoundEvent):
-                at = event.t_s
-            if isinstance(event, (RoundEvent, TurnEvent)):
-                due = at / speed + (0.001 if isinstance(event, TurnEvent) else 0.0)
-                self.set_timer(max(due, 0.001), lambda b=batch: self.post_message(EventBatch(b)))
-                batch = []
+                self.cancel.wait(max(0.0, start + event.t_s / speed - time.monotonic()))
+            self.post_message(EventBatch(batch))
+            batch = []
+            if isinstance(event, RoundEvent) and self.stepping and not self.cancel.is_set():
+                paused = time.monotonic()
+                self.step_gate.wait()
+                self.step_gate.clear()
+                start += time.monotonic() - paused
+
+    def start_race(self, lanes: list[Lane]) -> None:
+        self.push_screen(RaceScreen(lanes, self.settings.replay_speed))
 
     def _remember_theme(self, theme) -> None:
         ui = self.config.data.setdefault("ui", {})
@@ -402,6 +434,55 @@ class SpecchatApp(App):
             self.query_one(PromptInput).focus()
         self.set_status("step-through on (F5 turns it off)" if self.stepping else "step-through off")
 
+    def action_race(self) -> None:
+        """Race the prompt in the input box (or the last one sent): target-only against the
+        current drafter, each generated alone, then played back side by side."""
+        if self.busy or self.session is None:
+            self.notify("a race needs the models loaded and no reply running")
+            return
+        prompt = self.query_one(PromptInput)
+        users = [text for role, text in self.session.conversation.messages if role == "user"]
+        text = prompt.text.strip() or (users[-1] if users else "")
+        if not text:
+            self.notify("type a prompt first: F6 races it")
+            return
+        self.busy = True
+        self.cancel = threading.Event()
+        self.run_race(text)
+
+    @work(thread=True, exclusive=True, group="turn")
+    def run_race(self, text: str) -> None:
+        assert self.session is not None
+        engine = self.session.engine
+        target = engine.target
+        ids = target.tokenize(target.render_chat(
+            Conversation(system=self.settings.system).with_user(text)))
+        plain = SpeculativeEngine(target, NoDrafter(), engine.sampling,
+                                  rng=np.random.default_rng(engine.sampling.seed))
+        lanes = []
+        try:
+            for i, (label, racer) in enumerate((
+                    ("target only", plain),
+                    (f"speculative: {engine.drafter.name}, {engine.policy.name}", engine))):
+                self.call_from_thread(self.set_status, f"race: {label}, alone ({i + 1}/2)… "
+                                                       "(Esc stops)")
+                kvsync.release(target, [])  # both lanes evaluate the whole prompt
+                engine.drafter.release([])
+                events = list(racer.generate(ids, self.settings.generation, self.cancel))
+                lanes.append(Lane(label, events))
+        except SpecchatError as exc:
+            self.post_message(WorkerFailed(str(exc)))
+            return
+        self.post_message(RaceReady(lanes))
+
+    def on_race_ready(self, message: RaceReady) -> None:
+        self.busy = False
+        stopped = any(e.stop_reason == "cancelled" for lane in message.lanes
+                      for e in lane.events if isinstance(e, TurnEvent))
+        self.set_status("race stopped" if stopped else "race ready: both lanes recorded")
+        if not stopped:
+            self.start_race(message.lanes)
+
     def action_next_round(self) -> None:
         self.step_gate.set()
 
@@ -489,7 +570,7 @@ class SpecchatApp(App):
         if self.busy or self.session is None:
             return
         self.session.conversation = Conversation(system=self.settings.system)
-        self.session.engine.policy.costs.forget_content()
+        self.session.engine.policy.costs.new_conversation()
         self.conversation_id = None
         self.query_one("#transcript", VerticalScroll).remove_children()
         self.set_status("new conversation")

@@ -47,6 +47,14 @@ def describe_round(events: list[Event], baseline: float | None) -> Content:
             f"{summary.accepted}, {summary.emitted} token(s) for the reply. Cost: draft "
             f"{summary.draft_s * 1000:.0f} ms + verify {summary.verify_s * 1000:.0f} ms = "
             f"{cost * 1000:.0f} ms; target-only would take about {alone} for as many tokens."))
+        if summary.source:
+            parts.append(Content(f" Drafted by {summary.source}."))
+        if summary.declined:
+            parts.append(Content(" The policy drafted nothing: no draft length was expected "
+                                 "to pay this round."))
+        if summary.expected_tokens is not None and summary.expected_s is not None:
+            parts.append(Content(f" The cost model expected {summary.expected_tokens:.2f} "
+                                 f"token(s) in {summary.expected_s * 1000:.0f} ms."))
     parts.append(Content.from_markup("\n[b]Space[/b] next round · [b]R[/b] run on · "
                                      "[b]Esc[/b] stop"))
     return Content.assemble(*parts)

@@ -130,7 +130,7 @@ class StatsPanel(Static):
             f"acceptance        {_fmt(stats.acceptance, '.0%')}  ({stats.accepted}/{stats.drafted})",
             f"mean accepted len {_fmt(stats.mean_accepted_length, '.2f')}",
             f"decode tok/s      {_fmt(rate, '.1f')}",
-            f"  predicted       {_fmt(stats.predicted_tokens_per_second, '.1f')}  (cost model)",
+            f"predicted tok/s   {_fmt(stats.predicted_tokens_per_second, '.1f')}  (cost model)",
             f"time to 1st token {_fmt(stats.t_first and stats.t_first * 1000, '.0f', ' ms')}",
             f"inter-token mean  {_fmt(stats.itl_mean and stats.itl_mean * 1000, '.0f', ' ms')}",
             f"inter-token p95   {_fmt(stats.itl_p95 and stats.itl_p95 * 1000, '.0f', ' ms')}",

@@ -3,7 +3,8 @@
 # for this machine, then fetch the default model pair.
 #
 #   ./install.sh            install and fetch the default pair (about 1.6 GB)
-#   ./install.sh --dev      also install the test tools
+#   ./install.sh --dev      also install the test tools (and the transformers backend)
+#   ./install.sh --transformers   also install the transformers backend (torch)
 #   ./install.sh --no-models   skip the model fetch
 #   ./install.sh --print-cmake-args   print the llama.cpp build flags for this machine and stop
 #
@@ -22,6 +23,7 @@ print_args=0
 for arg in "$@"; do
   case "$arg" in
     --dev) extras="[dev]" ;;
+    --transformers) [ -n "$extras" ] || extras="[transformers]" ;;
     --print-cmake-args) print_args=1 ;;
     --no-models) fetch_models=0 ;;
     *) echo "install.sh: unknown option $arg" >&2; exit 2 ;;

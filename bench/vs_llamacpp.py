@@ -74,6 +74,8 @@ def build_tools(src: Path) -> Path:
 class Run:
     tok_s: float
     acceptance: float | None = None
+    tokens: int = 0
+    seconds: float = 0.0
 
 
 def llama_bench(bin_dir: Path, target: Path, n: int, depth: int, threads: int) -> Run:
@@ -94,9 +96,9 @@ def speculative_simple(bin_dir: Path, target: Path, draft: Path, prompt: str, n:
          "-c", "4096", "-ngl", "0", "-ngld", "0", "--seed", "1"],
         check=True, capture_output=True, text=True)
     log = proc.stderr + proc.stdout
-    speed = float(re.search(r"decoded\s+\d+ tokens in\s+[\d.]+ seconds, speed:\s+([\d.]+)", log)[1])
+    decoded = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+)", log)
     accept = float(re.search(r"accept\s+=\s+([\d.]+)%", log)[1]) / 100
-    return Run(speed, accept)
+    return Run(float(decoded[3]), accept, int(decoded[1]), float(decoded[2]))
 
 
 def specchat_run(engine: SpeculativeEngine, ids: list[int], n: int) -> Run:

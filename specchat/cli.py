@@ -39,6 +39,12 @@ def _add_model_options(p: argparse.ArgumentParser, defaults: dict[str, object]) 
                    help="layers of the target on the GPU (default: all, where a GPU backend exists)")
     g.add_argument("--draft-gpu-layers", type=int, default=defaults["draft_gpu_layers"],
                    help="layers of the draft on the GPU (default: all, where a GPU backend exists)")
+    g.add_argument("--backend", choices=("llamacpp", "transformers"), default="llamacpp",
+                   help="llamacpp (GGUF) or transformers (torch: checkpoint folders or GGUF, "
+                        "needs the transformers extra)")
+    g.add_argument("--device", default=None, help="transformers: cpu, cuda or mps (default: auto)")
+    g.add_argument("--dtype", default="auto",
+                   help="transformers: float32, bfloat16 or float16 (default: auto)")
     g.add_argument("--ngram-n", type=int, default=3, help="shortest match the n-gram drafter uses")
     g.add_argument("--ngram-n-max", type=int, default=12, help="longest match it looks for first")
     s = p.add_argument_group("speculation and sampling")
@@ -65,7 +71,8 @@ def _model_options(args: argparse.Namespace):
     return ModelOptions(n_ctx=args.ctx, threads=args.threads,
                         target_gpu_layers=args.target_gpu_layers,
                         draft_gpu_layers=args.draft_gpu_layers, ngram_n=args.ngram_n,
-                        ngram_n_max=args.ngram_n_max)
+                        ngram_n_max=args.ngram_n_max, backend=args.backend, device=args.device,
+                        dtype=args.dtype)
 
 
 def _sampling(args: argparse.Namespace) -> SamplingParams:

@@ -108,3 +108,44 @@ def test_every_token_is_the_argmax_of_the_logits_the_engine_computed(pair):
             assert event.id == int(recording.rows[n_prompt + event.position].argmax())
     assert turn.n_drafted > 0 and turn.acceptance_rate > 0.5
     assert turn.target_passes < turn.n_tokens  # speculation saved target passes
+
+
+# -- the transformers backend on the same pair (GGUFs converted once into the models folder) --
+HF_TOKENS = 32
+
+
+@pytest.fixture(scope="module")
+def hf_pair(real_pair):
+    pytest.importorskip("torch")
+    from specchat.backends.hf import TransformersBackend
+    from specchat.catalog.catalog import models_dir
+
+    target = TransformersBackend(real_pair[0], models_dir(), n_ctx=2048, device="cpu")
+    draft = TransformersBackend(real_pair[1], models_dir(), n_ctx=2048, device="cpu")
+    yield target, draft
+    target.close()
+    draft.close()
+
+
+@pytest.mark.parametrize("prompt", PROMPTS[:2], ids=range(2))
+def test_transformers_backend_greedy_speculation_equals_target_only_up_to_a_near_tie(
+    hf_pair, prompt
+):
+    target, draft = hf_pair
+    settings = GenerationSettings(max_tokens=HF_TOKENS)
+    base_events = list(ChatSession(SpeculativeEngine(target, NoDrafter(), GREEDY)).turn(
+        prompt, settings))
+    base = base_events[-1]
+    near_tie = 2 * batching_gap_drift(target, base.prompt_token_ids, base.token_ids[:16],
+                                      batch_sizes=(2, 4))
+    spec = SpeculativeEngine(target, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
+                             GREEDY, DraftSettings(k=3))
+    turn = list(ChatSession(spec).turn(prompt, settings))[-1]
+    assert turn.n_drafted > 0 and turn.acceptance_rate > 0.5
+    parted = divergence(target, base, [e for e in base_events if isinstance(e, TokenEvent)], turn)
+    if parted is None:
+        return
+    at, gap = parted
+    DIVERGENCES.append(f"transformers prompt {PROMPTS.index(prompt)}: diverged at token {at} of "
+                       f"{HF_TOKENS}, gap {gap:.4f} (near-tie threshold {near_tie:.4f})")
+    assert gap <= near_tie, f"divergence at {at} is not a near-tie: gap {gap} > {near_tie}"

@@ -8,6 +8,7 @@ asking the runtime, and tests can check that the cache holds exactly the accepte
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -16,6 +17,8 @@ import numpy as np
 class Backend(Protocol):
     name: str
     """Human name of the model (file stem), used in messages."""
+    path: Path
+    """The model file or checkpoint folder it was loaded from."""
     n_ctx: int
     n_vocab: int
     tokens: list[int]

@@ -29,6 +29,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=None,
                    help="tokens per reply for every prompt (default: each prompt's own, else 96)")
     p.add_argument("--ctx", type=int, default=4096)
+    p.add_argument("--backend", choices=("llamacpp", "transformers"), default="llamacpp")
+    p.add_argument("--device", default=None, help="transformers: cpu, cuda or mps")
+    p.add_argument("--dtype", default="auto", help="transformers: float32, bfloat16, float16")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", type=Path, default=Path("bench-results"),
                    help="folder for bench.json, bench.csv and bench.svg (default: %(default)s)")
@@ -50,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
         arms += [Arm(d, DraftSettings(k=k)) for k in ks]
         if args.adaptive:
             arms.append(Arm(d, DraftSettings(k=args.k_max, adaptive=True)))
-    options = ModelOptions(n_ctx=args.ctx, threads=args.threads)
+    options = ModelOptions(n_ctx=args.ctx, threads=args.threads, backend=args.backend,
+                           device=args.device, dtype=args.dtype)
     err.print(f"loading {args.target} and drafters {', '.join(drafters)} …", style="dim")
     target = load_target(args.target, options)
     rng = np.random.default_rng(0)

@@ -9,7 +9,7 @@ every run starts from empty KV caches so time to first token includes the whole 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,6 +142,40 @@ class Run:
 Progress = Callable[[int, int, Run], None]
 
 
+class BenchRunner:
+    """One engine per arm over a shared target, warmed up once; `run` takes one prompt through
+    every arm. The engines live as long as the runner, so an adaptive policy keeps what it
+    learned of the machine's costs from prompt to prompt, as it would in a long session."""
+
+    def __init__(self, target: Backend, drafters: dict[str, object], arms: Sequence[Arm],
+                 max_tokens: int | None = None) -> None:
+        self.target, self.max_tokens = target, max_tokens
+        greedy = SamplingParams()
+        self.engines = [(arm, SpeculativeEngine(target, drafters[arm.drafter], greedy,
+                                                arm.settings, np.random.default_rng(0)))
+                        for arm in arms]
+        warm_ids = self.prompt_ids(Prompt("warm-up", "warm-up", "Say hello."))
+        for _, engine in self.engines:  # page both models in before anything is timed
+            _fresh(engine)
+            list(engine.generate(warm_ids, GenerationSettings(max_tokens=4)))
+
+    def prompt_ids(self, prompt: Prompt) -> list[int]:
+        return self.target.tokenize(self.target.render_chat([("user", prompt.text)]))
+
+    def run(self, prompt: Prompt, repeat: int = 0) -> Iterator[Run]:
+        """Greedy decoding, so every arm writes the same reply (up to near-ties) and the rates
+        compare like with like. `max_tokens` applies to every prompt; without it each prompt's
+        own (or DEFAULT_MAX_TOKENS)."""
+        ids = self.prompt_ids(prompt)
+        settings = GenerationSettings(max_tokens=self.max_tokens or prompt.max_tokens
+                                      or DEFAULT_MAX_TOKENS)
+        for arm, engine in self.engines:
+            _fresh(engine)
+            yield Run.from_events(engine.generate(ids, settings), arm=arm.label,
+                                  drafter=arm.short_drafter, k=arm.fixed_k,
+                                  category=prompt.category, prompt=prompt.name, repeat=repeat)
+
+
 def run_suite(
     target: Backend,
     drafters: dict[str, object],
@@ -151,29 +185,14 @@ def run_suite(
     max_tokens: int | None = None,
     progress: Progress | None = None,
 ) -> list[Run]:
-    """Each prompt through every arm, `repeats` times; `drafters` maps each arm's drafter spec
-    to a loaded drafter. `max_tokens` applies to every prompt; without it each prompt's own
-    (or DEFAULT_MAX_TOKENS). Greedy decoding, so every arm writes the same reply (up to near-ties)
-    and the rates compare like with like."""
-    greedy = SamplingParams()
-    engines = [(arm, SpeculativeEngine(target, drafters[arm.drafter], greedy, arm.settings,
-                                       np.random.default_rng(0))) for arm in arms]
-    prompt_ids = {p: target.tokenize(target.render_chat([("user", p.text)])) for p in prompts}
-    warm = GenerationSettings(max_tokens=4)
-    for _, engine in engines:  # page both models in before anything is timed
-        _fresh(engine)
-        list(engine.generate(prompt_ids[prompts[0]][:32], warm))
+    """Each prompt through every arm, then the next prompt, `repeats` times; `drafters` maps
+    each arm's drafter spec to a loaded drafter."""
+    runner = BenchRunner(target, drafters, arms, max_tokens)
     runs: list[Run] = []
     total = repeats * len(prompts) * len(arms)
     for repeat in range(repeats):
         for p in prompts:
-            settings = GenerationSettings(max_tokens=max_tokens or p.max_tokens
-                                          or DEFAULT_MAX_TOKENS)
-            for arm, engine in engines:
-                _fresh(engine)
-                run = Run.from_events(engine.generate(prompt_ids[p], settings), arm=arm.label,
-                                      drafter=arm.short_drafter, k=arm.fixed_k, category=p.category,
-                                      prompt=p.name, repeat=repeat)
+            for run in runner.run(p, repeat):
                 runs.append(run)
                 if progress:
                     progress(len(runs), total, run)

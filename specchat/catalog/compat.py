@@ -96,3 +96,25 @@ def header(path: str | Path) -> GGUFInfo:
 
 def check(target: str | Path, draft: str | Path) -> Compatibility:
     return check_infos(header(target), header(draft))
+
+
+def check_loaded(target, draft) -> Compatibility:
+    """The same rule on two loaded backends, for models without a GGUF header (checkpoint
+    folders): vocabulary sizes within 128, the same end-of-generation tokens, and the same
+    bytes for every token from id 5 up."""
+    n_t, n_d = target.n_vocab, draft.n_vocab
+    if abs(n_t - n_d) > MAX_VOCAB_SIZE_DIFFERENCE:
+        return Compatibility(
+            False, f"vocabulary sizes differ by {abs(n_t - n_d)} (target {n_t}, draft {n_d}; "
+                   f"at most {MAX_VOCAB_SIZE_DIFFERENCE} allowed)", "vocab_size")
+    for i in range(CHECK_FROM_TOKEN, min(n_t, n_d)):
+        if target.token_bytes(i) != draft.token_bytes(i):
+            return Compatibility(
+                False, f"token {i} differs: target {target.token_bytes(i)!r}, draft "
+                       f"{draft.token_bytes(i)!r}", "token_text")
+    eog_t = {i for i in range(min(n_t, n_d)) if target.is_eog(i)}
+    eog_d = {i for i in range(min(n_t, n_d)) if draft.is_eog(i)}
+    if eog_t != eog_d:
+        return Compatibility(False, f"end-of-generation tokens differ: target {sorted(eog_t)}, "
+                                    f"draft {sorted(eog_d)}", "special_tokens")
+    return Compatibility(True, f"same vocabulary ({n_t} tokens)", "ok")

@@ -1,0 +1,167 @@
+"""The transformers backend on tiny checkpoints the suite builds: the tiny GGUFs converted
+through transformers' GGUF loader into safetensors folders (the same weights and tokenizer the
+llama.cpp tests use, so the two backends can be compared logit for logit)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from conftest import RecordingBackend, load  # noqa: E402
+from test_cli import specchat  # noqa: E402
+from test_engine import (  # noqa: E402
+    CALIBRATION_PROMPTS,
+    GREEDY,
+    SAMPLING,
+    expected_pairs,
+    pair_chi_square_p,
+    run,
+    sampled_pairs,
+)
+
+from specchat.backends.hf import TransformersBackend, converted_dir  # noqa: E402
+from specchat.catalog import compat  # noqa: E402
+from specchat.engine.compare import batching_gap_drift, first_divergence  # noqa: E402
+from specchat.engine.drafters import CombinedDrafter, ModelDrafter, NgramDrafter, NoDrafter  # noqa: E402
+from specchat.engine.events import TokenEvent, TokenKind  # noqa: E402
+from specchat.engine.loop import DraftSettings, SpeculativeEngine  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("hf-models")
+
+
+@pytest.fixture(scope="module")
+def hf_models(tiny, hf_dir):
+    target = RecordingBackend(TransformersBackend(tiny.target, hf_dir, n_ctx=1024, n_threads=1))
+    draft = TransformersBackend(tiny.draft, hf_dir, n_ctx=1024, n_threads=1)
+    yield target, draft
+    target.close()
+    draft.close()
+
+
+def ids_for(backend, text: str) -> list[int]:
+    return backend.tokenize(text, special=False)
+
+
+def test_a_gguf_is_converted_once_into_a_checkpoint_folder(tiny, hf_models, hf_dir):
+    folder = converted_dir(tiny.target, hf_dir)
+    assert (folder / "model.safetensors").exists() and (folder / "tokenizer.json").exists()
+    again = TransformersBackend(folder, hf_dir, n_ctx=256, n_threads=1)  # the folder itself
+    assert again.n_vocab == hf_models[0].n_vocab and again.can_truncate
+    again.close()
+
+
+def test_same_weights_give_the_same_logits_on_both_backends(tiny, hf_models):
+    target, _ = hf_models
+    llama = load(tiny.target)
+    text = target.render_chat([("user", "hello there")])
+    ids = target.tokenize(text)
+    assert ids == llama.tokenize(text)
+    target.truncate(0)
+    ours, theirs = target.eval(ids, 0), llama.eval(ids, 0)
+    assert np.abs(ours - theirs).max() < 0.05  # float32 torch against llama.cpp's own kernels
+    assert all(target.token_bytes(i) == llama.token_bytes(i) for i in range(target.n_vocab))
+    assert {i for i in range(target.n_vocab) if target.is_eog(i)} == \
+        {i for i in range(llama.n_vocab) if llama.is_eog(i)}
+    target.truncate(0)
+    llama.close()
+
+
+@pytest.fixture(scope="module")
+def hf_near_tie(hf_models) -> float:
+    target, _ = hf_models
+    worst = 0.0
+    for text in CALIBRATION_PROMPTS:
+        ids = ids_for(target, text)
+        _, turn = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=24)
+        worst = max(worst, batching_gap_drift(target, ids, turn.token_ids))
+    return max(4 * worst, 1e-4)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x24F), min_size=1,
+                 max_size=30),
+    k=st.integers(1, 6),
+    drafter=st.sampled_from(["model", "ngram", "combined"]),
+    adaptive=st.booleans(),
+)
+def test_greedy_matches_target_only_up_to_a_near_tie(hf_models, hf_near_tie, text, k, drafter,
+                                                     adaptive):
+    target, draft = hf_models
+    ids = ids_for(target, text)
+    plain_events, base = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
+    model = ModelDrafter(draft, GREEDY, np.random.default_rng(0))
+    chosen = {"model": model, "ngram": NgramDrafter(2),
+              "combined": CombinedDrafter(NgramDrafter(2, 6), model)}[drafter]
+    events, turn = run(SpeculativeEngine(target, chosen, GREEDY,
+                                         DraftSettings(k=k, adaptive=adaptive)), ids, max_tokens=32)
+    for event in events:  # every token is the argmax of the logits the engine computed for it
+        if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
+            assert event.id == int(target.rows[len(ids) + event.position].argmax())
+    at = first_divergence(base.token_ids, turn.token_ids)
+    if at is None:
+        assert turn.token_ids[: len(base.token_ids)] == base.token_ids[: len(turn.token_ids)]
+        return
+    gap = next(e.logit_gap for e in plain_events
+               if isinstance(e, TokenEvent) and e.position == at)
+    assert gap <= hf_near_tie, f"divergence at {at} with gap {gap} > near-tie {hf_near_tie}"
+
+
+def test_speculative_sampling_follows_the_target_distribution(hf_models):
+    target, draft = hf_models
+    ids = ids_for(target, "sampling")
+    expected = expected_pairs(target, ids)
+    rng = np.random.default_rng(7)
+    engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING,
+                               DraftSettings(k=2), rng)
+    assert pair_chi_square_p(sampled_pairs(engine, target, ids, 3000), expected) > 1e-4
+
+
+def test_the_cache_is_kept_across_turns_and_cropped_to_the_committed_tokens(hf_models):
+    target, draft = hf_models
+    engine = SpeculativeEngine(target, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
+                               GREEDY, DraftSettings(k=4))
+    ids = ids_for(target, "first turn")
+    _, first = run(engine, ids, max_tokens=12)
+    history = ids + first.token_ids
+    assert target.tokens == history[: len(target.tokens)] and len(target.tokens) >= len(history) - 1
+    assert target._cache.get_seq_length() == len(target.tokens)
+    evaluated: list[int] = []
+    inner = target._inner.eval
+    target._inner.eval = lambda tokens, logits_from: (evaluated.extend(tokens),
+                                                      inner(tokens, logits_from))[1]
+    try:  # a second turn, target-only on the same backend: only the new tokens are evaluated
+        new = ids_for(target, " next")
+        _, second = run(SpeculativeEngine(target, NoDrafter(), GREEDY), history + new,
+                        max_tokens=5)
+    finally:
+        del target._inner.eval
+    assert len(evaluated) - (second.n_tokens - 1) <= len(new) + 1
+
+
+def test_incompatible_checkpoints_are_refused_with_the_token_that_differs(tiny, hf_dir, hf_models):
+    other = TransformersBackend(tiny.other_vocab, hf_dir, n_ctx=256, n_threads=1)
+    verdict = compat.check_loaded(hf_models[0], other)
+    assert not verdict.ok and "token 40 differs" in verdict.reason
+    other.close()
+
+
+def test_ask_runs_on_the_transformers_backend_and_refuses_a_foreign_draft(tiny, tmp_path):
+    proc = specchat("ask", "hello", "--backend", "transformers", "--target", str(tiny.target),
+                    "--draft", str(tiny.draft), "--max-tokens", "12", "--json", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert '"type": "turn"' in proc.stdout.splitlines()[-1]
+    folder = converted_dir(tiny.other_vocab, tmp_path / "models")
+    specchat("ask", "x", "--backend", "transformers", "--target", str(tiny.other_vocab),
+             "--draft", "none", "--max-tokens", "1", tmp_path=tmp_path)
+    proc = specchat("ask", "hello", "--backend", "transformers", "--target", str(tiny.target),
+                    "--draft", str(folder), tmp_path=tmp_path)
+    assert proc.returncode == 2 and "token 40 differs" in proc.stderr

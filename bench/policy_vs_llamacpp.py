@@ -102,7 +102,6 @@ def main() -> int:
         mine = [s for s in simple if s.n_max == n and category in (None, s.category)]
         return rate([(s.tokens, s.seconds) for s in mine])
 
-    best_k = max(ks, key=lambda k: ours(f"default k={k}"))
     best_n = max(n_maxes, key=theirs)
     rows = ["| category | target only | specchat best fixed k (0.5B) | llama-speculative-simple "
             f"n-max={best_n} | specchat n-gram, adaptive | specchat adaptive (n-gram + 0.5B) "

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import llama_cpp
 import numpy as np
-from vs_llamacpp import build_tools, llama_source, speculative_simple
+from vs_llamacpp import build_tools, llama_source, speculative_simple, write_section
 
 from specchat.bench import chart, report
 from specchat.bench.runner import Arm, BenchRunner, Run, load_prompts
@@ -136,8 +136,7 @@ def main() -> int:
     ])
     print(table)
     if args.out:
-        args.out.write_text(args.out.read_text().split("<!-- bench -->")[0] + "<!-- bench -->\n"
-                            + table + "\n" if args.out.exists() else table + "\n")
+        write_section(args.out, table)
     summaries = report.summarize(runs)
     args.results.mkdir(parents=True, exist_ok=True)
     meta = {"target": target.name, "arms": [a.label for a in arms], "repeats": args.repeats,

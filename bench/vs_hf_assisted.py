@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from vs_llamacpp import write_section
 
 from specchat.backends.hf import TransformersBackend
 from specchat.backends.llamacpp import LlamaCppBackend
@@ -154,8 +155,7 @@ def main() -> int:
     table = "\n".join(lines)
     print(table)
     if args.out:
-        args.out.write_text(args.out.read_text().split("<!-- bench -->")[0] + "<!-- bench -->\n"
-                            + table + "\n" if args.out.exists() else table + "\n")
+        write_section(args.out, table)
     return 0
 
 

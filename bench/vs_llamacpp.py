@@ -70,6 +70,12 @@ def build_tools(src: Path) -> Path:
     return build / "bin"
 
 
+def write_section(path: Path, table: str) -> None:
+    """Put `table` after the `<!-- bench -->` line of a doc (the whole file if it has none)."""
+    head = path.read_text().split("<!-- bench -->")[0] if path.exists() else ""
+    path.write_text(head + "<!-- bench -->\n" + table + "\n" if head else table + "\n")
+
+
 @dataclass
 class Run:
     tok_s: float
@@ -170,8 +176,7 @@ def main() -> int:
     ])
     print(table)
     if args.out:
-        args.out.write_text(args.out.read_text().split("<!-- bench -->")[0] + "<!-- bench -->\n"
-                            + table + "\n" if args.out.exists() else table + "\n")
+        write_section(args.out, table)
     return 0
 
 

@@ -8,13 +8,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_cli import specchat
 
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, CatalogModel, resolve_model
 from specchat.catalog.fetch import FetchError, fetch_model
 from specchat.config import Config
 from specchat.errors import ModelFileError, SpecchatError
-from test_cli import specchat
 
 
 # -- compatibility: each failing rule gives its own reason ------------------------------------

@@ -7,10 +7,10 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import RecordingBackend, load
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import RecordingBackend, load
 from specchat.engine.compare import batching_gap_drift, first_divergence
 from specchat.engine.drafters import CombinedDrafter, ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent
@@ -45,17 +45,20 @@ def prompt_ids(backend, text: str) -> list[int]:
 CALIBRATION_PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding"]
 
 
-@pytest.fixture(scope="module")
-def near_tie(models) -> float:
+def calibrated_near_tie(target, floor: float) -> float:
     """4x the largest change of the top-2 logit gap that batching causes on the calibration
-    prompts' target-only continuations."""
-    target, _ = models
+    prompts' target-only continuations (at least `floor`)."""
     worst = 0.0
     for text in CALIBRATION_PROMPTS:
         ids = prompt_ids(target, text)
         _, turn = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=24)
         worst = max(worst, batching_gap_drift(target, ids, turn.token_ids))
-    return max(4 * worst, 1e-3)
+    return max(4 * worst, floor)
+
+
+@pytest.fixture(scope="module")
+def near_tie(models) -> float:
+    return calibrated_near_tie(models[0], floor=1e-3)
 
 
 def make_drafter(kind: str, draft_backend):
@@ -65,22 +68,33 @@ def make_drafter(kind: str, draft_backend):
 
 
 # -- greedy: exact on the logits it computed, equal to target-only up to a near-tie -----------
+GREEDY_CASES = {
+    "text": st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x24F), min_size=1,
+                    max_size=30),
+    "k": st.integers(1, 6),
+    "drafter": st.sampled_from(["model", "ngram", "combined"]),
+    "adaptive": st.booleans(),
+}
+"""Prompts, draft lengths, drafters and policies the greedy rule is checked over."""
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    text=st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x24F), min_size=1,
-                 max_size=30),
-    k=st.integers(1, 6),
-    drafter=st.sampled_from(["model", "ngram", "combined"]),
-    adaptive=st.booleans(),
-)
+@given(**GREEDY_CASES)
 def test_greedy_matches_target_only_up_to_a_near_tie(models, near_tie, text, k, drafter, adaptive):
     target, draft = models
-    ids = prompt_ids(target, text)
+    check_greedy_rule(target, make_drafter(drafter, draft), prompt_ids(target, text), k, adaptive,
+                      near_tie)
+
+
+def check_greedy_rule(target: RecordingBackend, drafter, ids: list[int], k: int, adaptive: bool,
+                      near_tie: float) -> None:
+    """The engine's greedy rule on any backend: every token is the argmax of the logits the
+    engine computed for it, and the reply equals target-only's up to a first divergence that is
+    a near-tie in the target-only run."""
     plain_events, base = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
-    spec = SpeculativeEngine(target, make_drafter(drafter, draft), GREEDY,
-                             DraftSettings(k=k, adaptive=adaptive))
+    spec = SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=k, adaptive=adaptive))
     events, turn = run(spec, ids, max_tokens=32)
-    for event in events:  # every token is the argmax of the logits the engine computed for it
+    for event in events:
         if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
             row = target.rows[len(ids) + event.position]
             assert event.id == int(row.argmax())

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -15,10 +14,13 @@ pytest.importorskip("transformers")
 from conftest import RecordingBackend, load  # noqa: E402
 from test_cli import specchat  # noqa: E402
 from test_engine import (  # noqa: E402
-    CALIBRATION_PROMPTS,
     GREEDY,
+    GREEDY_CASES,
     SAMPLING,
+    calibrated_near_tie,
+    check_greedy_rule,
     expected_pairs,
+    make_drafter,
     pair_chi_square_p,
     run,
     sampled_pairs,
@@ -26,9 +28,7 @@ from test_engine import (  # noqa: E402
 
 from specchat.backends.hf import TransformersBackend, converted_dir  # noqa: E402
 from specchat.catalog import compat  # noqa: E402
-from specchat.engine.compare import batching_gap_drift, first_divergence  # noqa: E402
-from specchat.engine.drafters import CombinedDrafter, ModelDrafter, NgramDrafter, NoDrafter  # noqa: E402
-from specchat.engine.events import TokenEvent, TokenKind  # noqa: E402
+from specchat.engine.drafters import ModelDrafter, NoDrafter  # noqa: E402
 from specchat.engine.loop import DraftSettings, SpeculativeEngine  # noqa: E402
 
 
@@ -76,43 +76,16 @@ def test_same_weights_give_the_same_logits_on_both_backends(tiny, hf_models):
 
 @pytest.fixture(scope="module")
 def hf_near_tie(hf_models) -> float:
-    target, _ = hf_models
-    worst = 0.0
-    for text in CALIBRATION_PROMPTS:
-        ids = ids_for(target, text)
-        _, turn = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=24)
-        worst = max(worst, batching_gap_drift(target, ids, turn.token_ids))
-    return max(4 * worst, 1e-4)
+    return calibrated_near_tie(hf_models[0], floor=1e-4)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    text=st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x24F), min_size=1,
-                 max_size=30),
-    k=st.integers(1, 6),
-    drafter=st.sampled_from(["model", "ngram", "combined"]),
-    adaptive=st.booleans(),
-)
+@given(**GREEDY_CASES)
 def test_greedy_matches_target_only_up_to_a_near_tie(hf_models, hf_near_tie, text, k, drafter,
                                                      adaptive):
     target, draft = hf_models
-    ids = ids_for(target, text)
-    plain_events, base = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
-    model = ModelDrafter(draft, GREEDY, np.random.default_rng(0))
-    chosen = {"model": model, "ngram": NgramDrafter(2),
-              "combined": CombinedDrafter(NgramDrafter(2, 6), model)}[drafter]
-    events, turn = run(SpeculativeEngine(target, chosen, GREEDY,
-                                         DraftSettings(k=k, adaptive=adaptive)), ids, max_tokens=32)
-    for event in events:  # every token is the argmax of the logits the engine computed for it
-        if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
-            assert event.id == int(target.rows[len(ids) + event.position].argmax())
-    at = first_divergence(base.token_ids, turn.token_ids)
-    if at is None:
-        assert turn.token_ids[: len(base.token_ids)] == base.token_ids[: len(turn.token_ids)]
-        return
-    gap = next(e.logit_gap for e in plain_events
-               if isinstance(e, TokenEvent) and e.position == at)
-    assert gap <= hf_near_tie, f"divergence at {at} with gap {gap} > near-tie {hf_near_tie}"
+    check_greedy_rule(target, make_drafter(drafter, draft), ids_for(target, text), k, adaptive,
+                      hf_near_tie)
 
 
 def test_speculative_sampling_follows_the_target_distribution(hf_models):
@@ -165,3 +138,21 @@ def test_ask_runs_on_the_transformers_backend_and_refuses_a_foreign_draft(tiny, 
     proc = specchat("ask", "hello", "--backend", "transformers", "--target", str(tiny.target),
                     "--draft", str(folder), tmp_path=tmp_path)
     assert proc.returncode == 2 and "token 40 differs" in proc.stderr
+
+
+def test_the_app_runs_a_turn_on_the_transformers_backend(tiny, tmp_path, monkeypatch):
+    import asyncio
+
+    from test_tui import SIZE, make_app, ready, say
+
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
+    app = make_app(tiny, tmp_path, max_tokens=12)
+    app.settings.models.backend = "transformers"
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            assert type(app.session.engine.target).__name__ == "TransformersBackend"
+            await say(app, pilot, "hello")
+            assert app.last_turn.n_tokens > 0 and app.last_turn.n_drafted > 0
+    asyncio.run(scenario())

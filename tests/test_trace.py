@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from test_cli import specchat
+from test_tui import SIZE, until
 
 from specchat.chat.history import HistoryStore
 from specchat.config import Config
@@ -13,8 +15,6 @@ from specchat.errors import SpecchatError
 from specchat.trace import read_trace
 from specchat.ui.app import AppSettings, SpecchatApp
 from specchat.ui.widgets import LiveReply, StatsPanel
-from test_cli import specchat
-from test_tui import SIZE, until
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from test_catalog import index  # noqa: F401  (fixture: a local package index with part wheels)
 
 from specchat.chat.history import HistoryStore
 from specchat.config import Config
@@ -16,7 +17,6 @@ from specchat.engine.loop import DraftSettings, GenerationSettings
 from specchat.loading import ModelOptions
 from specchat.ui.app import AppSettings, SpecchatApp
 from specchat.ui.widgets import LiveReply, PromptInput, StatsPanel
-from test_catalog import index  # noqa: F401  (fixture: a local package index with part wheels)
 
 SIZE = (150, 45)
 

@@ -5,13 +5,13 @@ included), so the pictures do not depend on how fast this machine is."""
 from __future__ import annotations
 
 import pytest
+from test_tui import SIZE, make_app, ready, until
 
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
 from specchat.engine.stats import TurnStats
 from specchat.ui.app import EventBatch
 from specchat.ui.model_menu import ModelMenu
 from specchat.ui.widgets import PromptInput
-from test_tui import SIZE, make_app, ready, until
 
 A, R, C, B, T = (TokenKind.ACCEPTED, TokenKind.REJECTED, TokenKind.CORRECTED, TokenKind.BONUS,
                  TokenKind.TARGET)

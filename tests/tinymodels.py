@@ -14,6 +14,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from specchat.backends.hf import bytes_to_unicode
+
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
     " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
@@ -25,14 +27,7 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 def byte_tokens() -> list[str]:
     """GPT-2's printable stand-in for each byte, in byte order."""
-    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    mapping, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            mapping[b] = chr(b)
-        else:
-            mapping[b] = chr(256 + extra)
-            extra += 1
+    mapping = bytes_to_unicode()
     return [mapping[b] for b in range(256)]
 
 

@@ -186,7 +186,7 @@ def _token_pieces(tokenizer) -> list[bytes]:
             vocab[i] = ""
     added = {i for i in tokenizer.added_tokens_decoder}
     if "ByteLevel" in kinds:
-        byte_of = {ch: b for b, ch in _bytes_to_unicode().items()}
+        byte_of = {ch: b for b, ch in bytes_to_unicode().items()}
         return [piece.encode() if i in added or piece is None
                 else bytes(byte_of.get(ch, 32) for ch in piece) for i, piece in enumerate(vocab)]
     out = []
@@ -200,7 +200,7 @@ def _token_pieces(tokenizer) -> list[bytes]:
     return out
 
 
-def _bytes_to_unicode() -> dict[int, str]:
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible map from bytes to printable characters (byte-level BPE)."""
     printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
                  + list(range(ord("®"), ord("ÿ") + 1)))

@@ -72,8 +72,7 @@ def hf_generate(target: TransformersBackend, draft: TransformersBackend | None, 
 
 
 def specchat_generate(engine: SpeculativeEngine, ids: list[int], n: int) -> Result:
-    engine.target.truncate(0)
-    engine.drafter.release([])
+    engine.clear_caches()
     turn = list(engine.generate(ids, GenerationSettings(max_tokens=n)))[-1]
     return Result(turn.token_ids, turn.wall_s, turn.acceptance_rate)
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from specchat.backends.base import Backend
-from specchat.engine import kvsync
 from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
@@ -201,6 +200,5 @@ def run_suite(
 
 def _fresh(engine: SpeculativeEngine) -> None:
     """Empty caches and a new conversation for the policy (see `CostModel.new_conversation`)."""
-    kvsync.release(engine.target, [])
-    engine.drafter.release([])
+    engine.clear_caches()
     engine.policy.costs.new_conversation()

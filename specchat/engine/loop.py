@@ -117,6 +117,12 @@ class SpeculativeEngine:
         self._draft_settings = settings
         self.policy = settings.policy(self.policy.costs)
 
+    def clear_caches(self) -> None:
+        """Empty both models' caches: the next turn evaluates its whole prompt (a fair time to
+        first token when runs are compared)."""
+        kvsync.release(self.target, [])
+        self.drafter.release([])
+
     # -- one turn ---------------------------------------------------------------------------
     def generate(
         self,
@@ -165,8 +171,7 @@ class SpeculativeEngine:
             t1 = clock()
             expected = self.policy.costs.expect(draft) if round_no > 0 else None
             before = len(reply.ids)
-            batch = len(kvsync.pending(self.target, committed)) + len(draft)
-            events, n_accepted = self._round(round_no, committed, draft, reply)
+            events, n_accepted, batch = self._round(round_no, committed, draft, reply)
             t2 = clock()
             self.policy.costs.observe(draft, n_accepted, t1 - t0, passes, t2 - t1, batch)
             summary = RoundEvent(
@@ -199,9 +204,9 @@ class SpeculativeEngine:
     # -- one round --------------------------------------------------------------------------
     def _round(
         self, round_no: int, committed: list[int], draft: Draft, reply: _Reply
-    ) -> tuple[list[Event], int]:
-        """Verify `draft`, commit what stands, and return the token events and how many draft
-        tokens the target accepted."""
+    ) -> tuple[list[Event], int, int]:
+        """Verify `draft`, commit what stands, and return the token events, how many draft
+        tokens the target accepted, and how many tokens the verify pass evaluated."""
         todo = kvsync.pending(self.target, committed)
         rows = self.target.eval(todo + draft.tokens, len(todo) - 1)
         summaries = [row_summary(row) for row in rows]
@@ -255,4 +260,4 @@ class SpeculativeEngine:
             commit(n, verdict.next_token, kind, None)
         kvsync.release(self.target, committed)
         self.drafter.release(committed)
-        return events, verdict.n_accepted
+        return events, verdict.n_accepted, len(todo) + len(draft)

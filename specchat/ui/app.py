@@ -28,7 +28,6 @@ from specchat.catalog import compat
 from specchat.chat.history import HistoryStore
 from specchat.chat.session import ChatSession, Conversation
 from specchat.config import Config
-from specchat.engine import kvsync
 from specchat.engine.drafters import ModelDrafter, NoDrafter
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
@@ -214,11 +213,18 @@ class SpecchatApp(App):
                 self.cancel.wait(max(0.0, start + event.t_s / speed - time.monotonic()))
             self.post_message(EventBatch(batch))
             batch = []
-            if isinstance(event, RoundEvent) and self.stepping and not self.cancel.is_set():
-                paused = time.monotonic()
-                self.step_gate.wait()
-                self.step_gate.clear()
-                start += time.monotonic() - paused
+            if isinstance(event, RoundEvent):
+                start += self._hold_for_step()
+
+    def _hold_for_step(self) -> float:
+        """In step mode (and not stopping), wait in the worker for Space; return the seconds
+        waited."""
+        if not self.stepping or self.cancel.is_set():
+            return 0.0
+        paused = time.monotonic()
+        self.step_gate.wait()
+        self.step_gate.clear()
+        return time.monotonic() - paused
 
     def start_race(self, lanes: list[Lane]) -> None:
         self.push_screen(RaceScreen(lanes, self.settings.replay_speed))
@@ -270,9 +276,8 @@ class SpecchatApp(App):
                 if isinstance(event, (RoundEvent, TurnEvent)):
                     self.post_message(EventBatch(batch))
                     batch = []
-                if isinstance(event, RoundEvent) and self.stepping and not self.cancel.is_set():
-                    self.step_gate.wait()  # the engine's clock excludes this pause
-                    self.step_gate.clear()
+                if isinstance(event, RoundEvent):
+                    self._hold_for_step()  # the engine's clock excludes this pause
         except ContextOverflowError as exc:
             self.post_message(WorkerFailed(f"{exc}; start a new chat (Ctrl+N) or raise --ctx"))
         except SpecchatError as exc:
@@ -466,8 +471,7 @@ class SpecchatApp(App):
                     (f"speculative: {engine.drafter.name}, {engine.policy.name}", engine))):
                 self.call_from_thread(self.set_status, f"race: {label}, alone ({i + 1}/2)… "
                                                        "(Esc stops)")
-                kvsync.release(target, [])  # both lanes evaluate the whole prompt
-                engine.drafter.release([])
+                engine.clear_caches()  # both lanes evaluate the whole prompt
                 events = list(racer.generate(ids, self.settings.generation, self.cancel))
                 lanes.append(Lane(label, events))
         except SpecchatError as exc:

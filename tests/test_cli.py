@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import specchat
 
 TOKEN_KEYS = {"type", "kind", "id", "text", "position", "round", "p", "q", "logit_gap"}
 TURN_KEYS = {
@@ -17,11 +16,6 @@ TURN_KEYS = {
 }
 
 
-def specchat(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {"SPECCHAT_CONFIG": str(tmp_path / "config.toml"),
-           "SPECCHAT_MODELS_DIR": str(tmp_path / "models"), "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True,
-                          text=True, env=env, timeout=120)
 
 
 def test_json_stream_has_every_event_and_the_turn_last(tiny, tmp_path):

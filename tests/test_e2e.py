@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import DIVERGENCES
 
 from specchat.chat.session import ChatSession
 from specchat.engine.compare import batching_gap_drift, divergence
@@ -29,7 +30,6 @@ PROMPTS = [
 ]
 N_TOKENS = 64
 GREEDY = SamplingParams()
-DIVERGENCES: list[str] = []
 
 
 @pytest.fixture(scope="module")

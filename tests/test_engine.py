@@ -7,53 +7,33 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import RecordingBackend, load
+from conftest import (
+    GREEDY,
+    GREEDY_CASES,
+    SAMPLING,
+    calibrated_near_tie,
+    check_greedy_rule,
+    expected_pairs,
+    load,
+    make_drafter,
+    pair_chi_square_p,
+    prompt_ids,
+    run,
+    sampled_pairs,
+    wrong_rule,
+)
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from specchat.engine.compare import batching_gap_drift, first_divergence
-from specchat.engine.drafters import CombinedDrafter, ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.policy import FixedPolicy
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import ContextOverflowError
 
-GREEDY = SamplingParams()
-
-
-@pytest.fixture(scope="module")
-def models(tiny):
-    target = RecordingBackend(load(tiny.target))
-    draft = load(tiny.draft)
-    yield target, draft
-    target.close()
-    draft.close()
-
-
-def run(engine: SpeculativeEngine, prompt: list[int], **kw) -> tuple[list, TurnEvent]:
-    events = list(engine.generate(prompt, GenerationSettings(**kw)))
-    assert isinstance(events[-1], TurnEvent)
-    return events, events[-1]
-
-
-def prompt_ids(backend, text: str) -> list[int]:
-    return backend.tokenize(text, special=False)
-
-
 # -- calibration: how far batching moves the top-2 gap on these models -------------------------
-CALIBRATION_PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding"]
 
 
-def calibrated_near_tie(target, floor: float) -> float:
-    """4x the largest change of the top-2 logit gap that batching causes on the calibration
-    prompts' target-only continuations (at least `floor`)."""
-    worst = 0.0
-    for text in CALIBRATION_PROMPTS:
-        ids = prompt_ids(target, text)
-        _, turn = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=24)
-        worst = max(worst, batching_gap_drift(target, ids, turn.token_ids))
-    return max(4 * worst, floor)
 
 
 @pytest.fixture(scope="module")
@@ -61,20 +41,9 @@ def near_tie(models) -> float:
     return calibrated_near_tie(models[0], floor=1e-3)
 
 
-def make_drafter(kind: str, draft_backend):
-    model = ModelDrafter(draft_backend, GREEDY, np.random.default_rng(0))
-    return {"model": model, "ngram": NgramDrafter(2), "combined":
-            CombinedDrafter(NgramDrafter(2, 6), model)}[kind]
 
 
 # -- greedy: exact on the logits it computed, equal to target-only up to a near-tie -----------
-GREEDY_CASES = {
-    "text": st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x24F), min_size=1,
-                    max_size=30),
-    "k": st.integers(1, 6),
-    "drafter": st.sampled_from(["model", "ngram", "combined"]),
-    "adaptive": st.booleans(),
-}
 """Prompts, draft lengths, drafters and policies the greedy rule is checked over."""
 
 
@@ -86,25 +55,6 @@ def test_greedy_matches_target_only_up_to_a_near_tie(models, near_tie, text, k, 
                       near_tie)
 
 
-def check_greedy_rule(target: RecordingBackend, drafter, ids: list[int], k: int, adaptive: bool,
-                      near_tie: float) -> None:
-    """The engine's greedy rule on any backend: every token is the argmax of the logits the
-    engine computed for it, and the reply equals target-only's up to a first divergence that is
-    a near-tie in the target-only run."""
-    plain_events, base = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
-    spec = SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=k, adaptive=adaptive))
-    events, turn = run(spec, ids, max_tokens=32)
-    for event in events:
-        if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
-            row = target.rows[len(ids) + event.position]
-            assert event.id == int(row.argmax())
-    at = first_divergence(base.token_ids, turn.token_ids)
-    if at is None:
-        assert turn.token_ids[: len(base.token_ids)] == base.token_ids[: len(turn.token_ids)]
-        return
-    gap = next(e.logit_gap for e in plain_events
-               if isinstance(e, TokenEvent) and e.position == at)
-    assert gap <= near_tie, f"divergence at {at} with gap {gap} > near-tie threshold {near_tie}"
 
 
 def test_verdicts_partition_the_draft(models):
@@ -136,51 +86,18 @@ def test_verdicts_partition_the_draft(models):
 
 
 # -- sampling follows the target's distribution ------------------------------------------------
-SAMPLING = SamplingParams(temperature=0.8, top_p=0.95)
 
 
-def expected_pairs(target, ids: list[int]) -> dict[tuple[int, int], float]:
-    """The target's own probability of each (first, second) reply token, computed directly."""
-    target.truncate(0)
-    p0 = SAMPLING.distribution(target.eval(ids, len(ids) - 1)[0])
-    pairs = {}
-    for t0 in np.flatnonzero(p0 > 1e-5):
-        target.truncate(len(ids))
-        p1 = SAMPLING.distribution(target.eval([int(t0)], 0)[0])
-        for t1 in np.flatnonzero(p1 > 0):
-            pairs[(int(t0), int(t1))] = float(p0[t0] * p1[t1])
-    target.truncate(0)
-    return pairs
 
 
-def sampled_pairs(engine, target, ids: list[int], n: int) -> list[tuple[int, int]]:
-    eos = next(t for t in range(target.n_vocab) if target.is_eog(t))
-    out = []
-    for _ in range(n):
-        turn = list(engine.generate(ids, GenerationSettings(max_tokens=3)))[-1]
-        seq = turn.token_ids + ([eos] if turn.stop_reason == "eos" else [])
-        out.append((seq[0], seq[1]) if len(seq) > 1 else (seq[0], -1))
-    return out
 
 
-def pair_chi_square_p(samples, expected) -> float:
-    from test_verify import chi_square_p
-
-    cells = sorted(expected)
-    index = {c: i for i, c in enumerate(cells)}
-    counts = np.zeros(len(cells) + 1)
-    for pair in samples:
-        counts[index.get(pair, len(cells))] += 1
-    probs = np.append([expected[c] for c in cells], max(0.0, 1 - sum(expected.values())))
-    return chi_square_p(counts, probs / probs.sum())
 
 
 @pytest.mark.parametrize("rule", ["p/q rule", "wrong rule"])
 def test_speculative_sampling_follows_the_target_distribution(models, monkeypatch, rule):
     """The second token comes from a speculative round (draft model, k=2); the pair
     distribution must be the target's. Replacing the rule by a subtly wrong one must fail."""
-    from test_verify import wrong_rule
-
     target, draft = models
     ids = prompt_ids(target, "sampling")
     expected = expected_pairs(target, ids)

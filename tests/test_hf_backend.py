@@ -11,19 +11,20 @@ from hypothesis import HealthCheck, given, settings
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from conftest import RecordingBackend, load  # noqa: E402
-from test_cli import specchat  # noqa: E402
-from test_engine import (  # noqa: E402
+from conftest import (  # noqa: E402
     GREEDY,
     GREEDY_CASES,
     SAMPLING,
+    RecordingBackend,
     calibrated_near_tie,
     check_greedy_rule,
     expected_pairs,
+    load,
     make_drafter,
     pair_chi_square_p,
     run,
     sampled_pairs,
+    specchat,
 )
 
 from specchat.backends.hf import TransformersBackend, converted_dir  # noqa: E402
@@ -143,16 +144,16 @@ def test_ask_runs_on_the_transformers_backend_and_refuses_a_foreign_draft(tiny, 
 def test_the_app_runs_a_turn_on_the_transformers_backend(tiny, tmp_path, monkeypatch):
     import asyncio
 
-    from test_tui import SIZE, make_app, ready, say
+    from conftest import SIZE, make_app, ready, say
 
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
     app = make_app(tiny, tmp_path, max_tokens=12)
-    app.settings.models.backend = "transformers"
+    app.settings.settings.models.backend = "transformers"
 
     async def scenario():
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
-            assert type(app.session.engine.target).__name__ == "TransformersBackend"
+            assert type(app.chat.session.engine.target).__name__ == "TransformersBackend"
             await say(app, pilot, "hello")
-            assert app.last_turn.n_tokens > 0 and app.last_turn.n_drafted > 0
+            assert app.chat.last_turn.n_tokens > 0 and app.chat.last_turn.n_drafted > 0
     asyncio.run(scenario())

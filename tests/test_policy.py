@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import specchat
 from hypothesis import given
 from hypothesis import strategies as st
-from test_cli import specchat
 
 from specchat.engine.drafters import Draft
 from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, expected_tokens

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_cli import specchat
-from test_tui import SIZE, make_app, ready, until
+from conftest import SIZE, make_app, ready, specchat, until
 
 from specchat.chat.history import HistoryStore
 from specchat.config import Config
@@ -54,7 +53,7 @@ def test_a_race_of_two_traces_plays_both_lanes_on_one_clock(traces, tmp_path):
             assert HOW in str(screen.query_one("#how").render())
             assert "finished first" in str(screen.query_one("#verdict").render())
     asyncio.run(scenario())
-    assert app.session is None  # no model was loaded
+    assert app.chat.session is None  # no model was loaded
 
 
 def test_f6_races_the_prompt_each_lane_alone_and_keeps_the_chat_as_it_was(tiny, tmp_path):
@@ -63,7 +62,7 @@ def test_f6_races_the_prompt_each_lane_alone_and_keeps_the_chat_as_it_was(tiny, 
     async def scenario():
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
-            app.query_one(PromptInput).text = "who wins?"
+            app.chat.query_one(PromptInput).text = "who wins?"
             await pilot.press("f6")
             await until(pilot, lambda: isinstance(app.screen, RaceScreen))
             screen = app.screen
@@ -78,8 +77,8 @@ def test_f6_races_the_prompt_each_lane_alone_and_keeps_the_chat_as_it_was(tiny, 
             assert all(t.prompt_token_ids == turns[0].prompt_token_ids for t in turns)
             await pilot.press("escape")
             assert not isinstance(app.screen, RaceScreen)
-            assert app.session.conversation.messages == []  # a race is not part of the chat
-            assert not app.busy
+            assert app.chat.session.conversation.messages == []  # a race is not part of the chat
+            assert not app.chat.busy
     asyncio.run(scenario())
 
 
@@ -90,18 +89,18 @@ def test_a_replay_in_step_mode_advances_one_round_per_key(traces, tmp_path):
 
     async def scenario():
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.stats.rounds == 1)
+            await until(pilot, lambda: app.chat.stats.rounds == 1)
             await pilot.pause(0.2)
-            assert app.stats.rounds == 1
+            assert app.chat.stats.rounds == 1
             for n in (2, 3):
                 await pilot.press("space")
-                await until(pilot, lambda n=n: app.stats.rounds == n)
+                await until(pilot, lambda n=n: app.chat.stats.rounds == n)
                 await pilot.pause(0.2)
-                assert app.stats.rounds == n
-            assert "verdict" in str(app.query_one(StepPanel).render())
+                assert app.chat.stats.rounds == n
+            assert "verdict" in str(app.chat.query_one(StepPanel).render())
             await pilot.press("r")
-            await until(pilot, lambda: app.last_turn is not None)
-            assert app.last_turn == spec.events[-1]
+            await until(pilot, lambda: app.chat.last_turn is not None)
+            assert app.chat.last_turn == spec.events[-1]
     asyncio.run(scenario())
 
 

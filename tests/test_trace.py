@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_cli import specchat
-from test_tui import SIZE, until
+from conftest import SIZE, specchat, until
 
 from specchat.chat.history import HistoryStore
 from specchat.config import Config
@@ -42,14 +41,14 @@ def test_replay_reproduces_the_transcript_and_the_stats_with_no_model(recorded, 
 
     async def scenario():
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.last_turn is not None)
-            assert app.session is None  # nothing was loaded
-            reply = app.query(LiveReply).last()
+            await until(pilot, lambda: app.chat.last_turn is not None)
+            assert app.chat.session is None  # nothing was loaded
+            reply = app.chat.query(LiveReply).last()
             shown = "".join(text for kind, text in reply.pieces if kind is not TokenKind.REJECTED)
             assert shown == turn.text
-            assert app.stats.tokens == turn.n_tokens and app.stats.accepted == turn.n_accepted
-            assert app.last_turn == turn
-            assert f"tokens            {turn.n_tokens}" in str(app.query_one(StatsPanel).render())
+            assert app.chat.stats.tokens == turn.n_tokens and app.chat.stats.accepted == turn.n_accepted
+            assert app.chat.last_turn == turn
+            assert f"tokens            {turn.n_tokens}" in str(app.chat.query_one(StatsPanel).render())
     asyncio.run(scenario())
     assert app.history.conversations() == []  # a replay is not saved as a conversation
 

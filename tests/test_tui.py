@@ -4,58 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from pathlib import Path
 
 import pytest
-from test_catalog import index  # noqa: F401  (fixture: a local package index with part wheels)
+from conftest import SIZE, make_app, ready, run_async, say, until
 
 from specchat.chat.history import HistoryStore
 from specchat.config import Config
 from specchat.engine.drafters import Draft
 from specchat.engine.events import TokenKind
-from specchat.engine.loop import DraftSettings, GenerationSettings
-from specchat.loading import ModelOptions
 from specchat.ui.app import AppSettings, SpecchatApp
+from specchat.ui.race_screen import RaceScreen
 from specchat.ui.widgets import LiveReply, PromptInput, StatsPanel
-
-SIZE = (150, 45)
-
-
-def make_app(tiny, tmp_path: Path, draft: str | None = None, max_tokens: int = 24,
-             config: Config | None = None) -> SpecchatApp:
-    settings = AppSettings(
-        target=str(tiny.target), draft=draft or str(tiny.draft),
-        draft_settings=DraftSettings(k=3), generation=GenerationSettings(max_tokens=max_tokens),
-        models=ModelOptions(n_ctx=1024, threads=1), measure_baseline=True,
-    )
-    return SpecchatApp(settings, HistoryStore(tmp_path / "history.sqlite3"),
-                       config or Config(tmp_path / "config.toml"))
-
-
-async def until(pilot, condition, timeout: float = 30.0) -> None:
-    for _ in range(int(timeout / 0.02)):
-        if condition():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached in time")
-
-
-async def ready(app, pilot) -> None:
-    await until(pilot, lambda: app.session is not None and not app.query_one(PromptInput).disabled)
-
-
-async def say(app, pilot, text: str) -> None:
-    """Type `text`, press Enter, and wait until the turn has ended (user + reply stored)."""
-    before = len(app.session.conversation.messages)
-    app.query_one(PromptInput).text = text
-    app.query_one(PromptInput).focus()
-    await pilot.press("enter")
-    await until(pilot, lambda: len(app.session.conversation.messages) == before + 2
-                and not app.busy)
-
-
-def run(scenario) -> None:
-    asyncio.run(scenario())
 
 
 def test_a_turn_streams_coloured_tokens_and_its_stats_appear(tiny, tmp_path):
@@ -65,14 +24,14 @@ def test_a_turn_streams_coloured_tokens_and_its_stats_appear(tiny, tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
             await say(app, pilot, "hello there")
-            reply = app.query(LiveReply).last()
+            reply = app.chat.query(LiveReply).last()
             kinds = {kind for kind, _ in reply.pieces}
             assert TokenKind.TARGET in kinds and TokenKind.ACCEPTED in kinds
-            side = str(app.query_one(StatsPanel).render())
+            side = str(app.chat.query_one(StatsPanel).render())
             assert "acceptance" in side and "decode tok/s" in side and "stop" in side
             assert "target only, 16 greedy tokens at start" in side
-            assert app.session.conversation.messages[-1][0] == "assistant"
-    run(scenario)
+            assert app.chat.session.conversation.messages[-1][0] == "assistant"
+    run_async(scenario)
 
 
 class GatedDrafter:
@@ -104,26 +63,26 @@ def test_escape_stops_mid_turn_keeps_the_partial_reply_and_the_next_turn_works(t
     async def scenario():
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
-            gate = GatedDrafter(app.session.engine.drafter)
-            app.session.engine.drafter = gate
-            app.query_one(PromptInput).text = "stop me"
+            gate = GatedDrafter(app.chat.session.engine.drafter)
+            app.chat.session.engine.drafter = gate
+            app.chat.query_one(PromptInput).text = "stop me"
             await pilot.press("enter")
             await until(pilot, gate.reached.is_set)
             await pilot.press("escape")
             gate.release_gate.set()
-            await until(pilot, lambda: not app.busy)
-            stopped = app.session.conversation.messages[-1][1]
-            assert app.query(LiveReply).last().note == "stopped"
-            assert 0 < len(app.stats.round_rates) < 10
-            turn = app.last_turn
+            await until(pilot, lambda: not app.chat.busy)
+            stopped = app.chat.session.conversation.messages[-1][1]
+            assert app.chat.query(LiveReply).last().note == "stopped"
+            assert 0 < len(app.chat.stats.round_rates) < 10
+            turn = app.chat.last_turn
             assert turn.stop_reason == "cancelled" and turn.text == stopped
             full = turn.prompt_token_ids + turn.token_ids
-            cached = app.session.engine.target.tokens
+            cached = app.chat.session.engine.target.tokens
             assert cached == full[: len(cached)] and len(cached) >= len(full) - 1
             await say(app, pilot, "and again")
-            assert app.session.conversation.messages[-1][0] == "assistant"
-            assert app.session.conversation.messages[1][1] == stopped
-    run(scenario)
+            assert app.chat.session.conversation.messages[-1][0] == "assistant"
+            assert app.chat.session.conversation.messages[1][1] == stopped
+    run_async(scenario)
 
 
 def test_swapping_the_draft_keeps_the_conversation_and_greedy_output(tiny, tmp_path):
@@ -136,11 +95,11 @@ def test_swapping_the_draft_keeps_the_conversation_and_greedy_output(tiny, tmp_p
             await ready(app, pilot)
             await say(app, pilot, "first question")
             if swap_to:
-                app.swap_draft(swap_to)
-                await until(pilot, lambda: app.session.engine.drafter.name == "tiny-draft")
+                app.chat.swap_draft(swap_to)
+                await until(pilot, lambda: app.chat.session.engine.drafter.name == "tiny-draft")
             await say(app, pilot, "second question")
-            replies[key] = [m for m in app.session.conversation.messages]
-            assert len(app.query(LiveReply)) == 4
+            replies[key] = [m for m in app.chat.session.conversation.messages]
+            assert len(app.chat.query(LiveReply)) == 4
 
     asyncio.run(scenario(plain, "plain", None))
     asyncio.run(scenario(swapped, "swapped", str(tiny.draft)))
@@ -154,7 +113,7 @@ def test_history_survives_a_restart(tiny, tmp_path):
         async with first.run_test(size=SIZE) as pilot:
             await ready(first, pilot)
             await say(first, pilot, "remember me")
-    run(chat)
+    run_async(chat)
     first.history.close()
     again = make_app(tiny, tmp_path)
 
@@ -164,11 +123,11 @@ def test_history_survives_a_restart(tiny, tmp_path):
             await pilot.press("ctrl+o")
             await pilot.pause()
             await pilot.press("enter")
-            await until(pilot, lambda: len(again.query(LiveReply)) == 2)
-            assert again.session.conversation.messages[0] == ("user", "remember me")
+            await until(pilot, lambda: len(again.chat.query(LiveReply)) == 2)
+            assert again.chat.session.conversation.messages[0] == ("user", "remember me")
             await say(again, pilot, "and more")
-            assert len(again.history.messages(again.conversation_id)) == 4
-    run(reopen)
+            assert len(again.history.messages(again.chat.conversation_id)) == 4
+    run_async(reopen)
 
 
 def test_a_broken_config_is_reported_and_left_untouched(tiny, tmp_path):
@@ -182,7 +141,7 @@ def test_a_broken_config_is_reported_and_left_untouched(tiny, tmp_path):
             assert any("is broken" in n.message for n in app._notifications)
             app.theme = "specchat-light"
             await pilot.pause()
-    run(scenario)
+    run_async(scenario)
     assert path.read_text() == "theme = [unclosed"
 
 
@@ -216,29 +175,29 @@ def test_settings_apply_to_the_next_turn_and_persist(tiny, tmp_path):
             screen.query_one("#max_tokens", Input).value = "7"
             screen.query_one("#save").press()
             await pilot.pause()
-            assert app.session.engine.draft_settings.k == 5
+            assert app.chat.session.engine.draft_settings.k == 5
             await say(app, pilot, "short")
-            assert app.last_turn.n_tokens <= 7 and app.last_turn.k == 5
-    run(scenario)
+            assert app.chat.last_turn.n_tokens <= 7 and app.chat.last_turn.k == 5
+    run_async(scenario)
     saved = (tmp_path / "config.toml").read_text()
     assert "k = 5" in saved and "max_tokens = 7" in saved
 
 
 def test_a_prompt_too_long_for_the_context_is_a_clear_error_and_the_chat_goes_on(tiny, tmp_path):
     app = make_app(tiny, tmp_path)
-    app.settings.models.n_ctx = 256
+    app.settings.settings.models.n_ctx = 256
 
     async def scenario():
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
-            app.query_one(PromptInput).text = "word " * 80
+            app.chat.query_one(PromptInput).text = "word " * 80
             await pilot.press("enter")
-            await until(pilot, lambda: app.query(LiveReply).last().note.startswith("no reply"))
-            assert "the context holds 256" in app.query(LiveReply).last().note
-            assert app.session.conversation.messages == []
+            await until(pilot, lambda: app.chat.query(LiveReply).last().note.startswith("no reply"))
+            assert "the context holds 256" in app.chat.query(LiveReply).last().note
+            assert app.chat.session.conversation.messages == []
             await say(app, pilot, "short one")
-            assert len(app.session.conversation.messages) == 2
-    run(scenario)
+            assert len(app.chat.session.conversation.messages) == 2
+    run_async(scenario)
 
 
 def test_changing_the_target_keeps_the_chat_and_drops_a_draft_that_no_longer_fits(
@@ -250,14 +209,14 @@ def test_changing_the_target_keeps_the_chat_and_drops_a_draft_that_no_longer_fit
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
             await say(app, pilot, "before")
-            app.swap_target(str(tiny.other_vocab))
-            await until(pilot, lambda: app.target_path == tiny.other_vocab)
-            await until(pilot, lambda: not app.query_one(PromptInput).disabled)
-            assert app.session.engine.drafter.name == "none"
-            assert "draft set to none: token 40 differs" in str(app.query_one("#status").render())
+            app.chat.swap_target(str(tiny.other_vocab))
+            await until(pilot, lambda: app.chat.target_path == tiny.other_vocab)
+            await until(pilot, lambda: not app.chat.query_one(PromptInput).disabled)
+            assert app.chat.session.engine.drafter.name == "none"
+            assert "draft set to none: token 40 differs" in str(app.chat.query_one("#status").render())
             await say(app, pilot, "after")
-            assert [m[0] for m in app.session.conversation.messages] == ["user", "assistant"] * 2
-    run(scenario)
+            assert [m[0] for m in app.chat.session.conversation.messages] == ["user", "assistant"] * 2
+    run_async(scenario)
 
 
 def test_first_run_without_models_offers_the_fetch_screen(tmp_path, monkeypatch):
@@ -273,7 +232,7 @@ def test_first_run_without_models_offers_the_fetch_screen(tmp_path, monkeypatch)
             await until(pilot, lambda: isinstance(app.screen, FetchScreen)
                         and bool(app.screen.query("Label")))
             assert "is not installed" in str(app.screen.query("Label").first().render())
-    run(scenario)
+    run_async(scenario)
 
 
 def test_the_fetch_screen_fetches_verifies_and_reports_progress(index, tmp_path, monkeypatch):
@@ -295,7 +254,7 @@ def test_the_fetch_screen_fetches_verifies_and_reports_progress(index, tmp_path,
         async with host.run_test(size=SIZE) as pilot:
             await pilot.click("#fetch")
             await until(pilot, lambda: results == [True], timeout=60)
-    run(scenario)
+    run_async(scenario)
     assert (tmp_path / "models" / model.file).stat().st_size == model.size
 
 
@@ -307,14 +266,14 @@ def test_the_chosen_theme_is_remembered(tiny, tmp_path):
             await ready(first, pilot)
             first.theme = "specchat-projector"
             await pilot.pause()
-    run(choose)
+    run_async(choose)
     again = make_app(tiny, tmp_path, config=Config.load(tmp_path / "config.toml"))
 
     async def check():
         async with again.run_test(size=SIZE) as pilot:
             await ready(again, pilot)
             assert again.theme == "specchat-projector"
-    run(check)
+    run_async(check)
 
 
 def test_step_mode_runs_one_round_per_key_and_ends_with_the_free_running_reply(tiny, tmp_path):
@@ -326,8 +285,8 @@ def test_step_mode_runs_one_round_per_key_and_ends_with_the_free_running_reply(t
         async with free.run_test(size=SIZE) as pilot:
             await ready(free, pilot)
             await say(free, pilot, "step by step")
-            replies["free"] = free.last_turn.text
-    run(run_free)
+            replies["free"] = free.chat.last_turn.text
+    run_async(run_free)
 
     async def run_stepped():
         from specchat.ui.step_panel import StepPanel
@@ -335,21 +294,148 @@ def test_step_mode_runs_one_round_per_key_and_ends_with_the_free_running_reply(t
         async with stepped.run_test(size=SIZE) as pilot:
             await ready(stepped, pilot)
             await pilot.press("f5")
-            stepped.query_one(PromptInput).text = "step by step"
-            stepped.query_one(PromptInput).focus()
+            stepped.chat.query_one(PromptInput).text = "step by step"
+            stepped.chat.query_one(PromptInput).focus()
             await pilot.press("enter")
-            await until(pilot, lambda: stepped.stats.rounds == 1)
+            await until(pilot, lambda: stepped.chat.stats.rounds == 1)
             await pilot.pause(0.2)
-            assert stepped.stats.rounds == 1  # waits for the key
-            assert "step-through" in str(stepped.query_one(StepPanel).render())
+            assert stepped.chat.stats.rounds == 1  # waits for the key
+            assert "step-through" in str(stepped.chat.query_one(StepPanel).render())
             for n in (2, 3):
                 await pilot.press("space")
-                await until(pilot, lambda n=n: stepped.stats.rounds == n)
+                await until(pilot, lambda n=n: stepped.chat.stats.rounds == n)
                 await pilot.pause(0.2)
-                assert stepped.stats.rounds == n  # exactly one round per press
-            assert "verdict" in str(stepped.query_one(StepPanel).render())
+                assert stepped.chat.stats.rounds == n  # exactly one round per press
+            assert "verdict" in str(stepped.chat.query_one(StepPanel).render())
             await pilot.press("r")  # run on
-            await until(pilot, lambda: stepped.last_turn is not None)
-            replies["stepped"] = stepped.last_turn.text
-    run(run_stepped)
+            await until(pilot, lambda: stepped.chat.last_turn is not None)
+            replies["stepped"] = stepped.chat.last_turn.text
+    run_async(run_stepped)
     assert replies["stepped"] == replies["free"]
+
+
+def test_settings_cleared_in_the_form_go_back_to_their_defaults(tiny, tmp_path):
+    """A seed and a GPU-layer count, once set, can be emptied again: empty means the default
+    (random seed, every layer on the GPU), in the engine and in the config file."""
+    app = make_app(tiny, tmp_path)
+
+    async def save(pilot, **values) -> None:
+        from textual.widgets import Input
+
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        for key, value in values.items():
+            app.screen.query_one(f"#{key}", Input).value = value
+        app.screen.query_one("#save").press()
+        await pilot.pause()
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await save(pilot, seed="7", target_gpu_layers="0", draft_gpu_layers="0")
+            settings = app.settings.settings
+            assert settings.sampling.seed == 7 and settings.models.target_gpu_layers == 0
+            assert app.chat.session.engine.sampling.seed == 7
+            saved = (tmp_path / "config.toml").read_text()
+            assert "seed = 7" in saved and "target_gpu_layers = 0" in saved
+            await save(pilot, seed="", target_gpu_layers=" ", draft_gpu_layers="")
+            assert settings.sampling.seed is None and settings.models.target_gpu_layers is None
+            assert settings.models.draft_gpu_layers is None
+            assert app.chat.session.engine.sampling.seed is None
+    run_async(scenario)
+    saved = (tmp_path / "config.toml").read_text()
+    assert "seed" not in saved and "gpu_layers" not in saved and "k = 3" in saved
+
+
+def burst(app, keys: list[str]) -> None:
+    """Post key events to the app the way a terminal delivers a fast typist or a paste sent
+    as keys: all at once, with no pause for the app to catch up between them."""
+    from textual import events
+    from textual.keys import _character_to_key
+
+    for key in keys:
+        if key == "enter":
+            app.post_message(events.Key("enter", "\r"))
+        else:
+            app.post_message(events.Key(_character_to_key(key), key))
+
+
+@pytest.mark.parametrize("text", ["Now make it iterative with two pointers.", "x", "Ünïcode ✓ 42"])
+def test_a_message_typed_and_sent_in_one_burst_is_sent_whole(tiny, tmp_path, text):
+    app = make_app(tiny, tmp_path, max_tokens=4)
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            app.chat.query_one(PromptInput).focus()
+            burst(app, [*text, "enter"])
+            await until(pilot, lambda: len(app.chat.session.conversation.messages) == 2
+                        and not app.chat.busy)
+            assert app.chat.session.conversation.messages[0] == ("user", text)
+            assert app.chat.query_one(PromptInput).text == ""
+    run_async(scenario)
+
+
+def test_a_pasted_message_with_newlines_is_inserted_not_sent(tiny, tmp_path):
+    from textual import events
+
+    app = make_app(tiny, tmp_path, max_tokens=4)
+    pasted = "def f(x):\n    return x\n\nexplain this"
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            prompt = app.chat.query_one(PromptInput)
+            prompt.focus()
+            app.post_message(events.Paste(pasted))
+            burst(app, ["!"])
+            await until(pilot, lambda: prompt.text == pasted + "!")
+            assert app.chat.session.conversation.messages == []  # a paste never sends
+            burst(app, ["enter"])
+            await until(pilot, lambda: len(app.chat.session.conversation.messages) == 2
+                        and not app.chat.busy)
+            assert app.chat.session.conversation.messages[0] == ("user", pasted + "!")
+            assert prompt.text == ""
+    run_async(scenario)
+
+
+def test_no_worker_thread_assigns_screen_state_or_queries_a_widget(tiny, tmp_path, monkeypatch):
+    """Load, a turn, a draft swap, a target swap and a race, with every attribute assignment on
+    the app and the chat screen and every widget query checked for the thread it runs on."""
+    from textual.dom import DOMNode
+
+    from specchat.ui.chat_screen import ChatScreen
+
+    main = threading.main_thread()
+    offenders: list[str] = []
+
+    def guard(cls, name):
+        original = getattr(cls, name)
+
+        def checked(self, *args, **kwargs):
+            if threading.current_thread() is not main:
+                offenders.append(f"{cls.__name__}.{name}{args[:1]} on {threading.current_thread().name}")
+            return original(self, *args, **kwargs)
+        monkeypatch.setattr(cls, name, checked)
+
+    guard(ChatScreen, "__setattr__")
+    guard(SpecchatApp, "__setattr__")
+    guard(DOMNode, "query_one")
+    guard(DOMNode, "query")
+    app = make_app(tiny, tmp_path, max_tokens=8)
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await say(app, pilot, "one")
+            app.chat.swap_draft("ngram")
+            await until(pilot, lambda: app.chat.session.engine.drafter.name.startswith("ngram"))
+            app.chat.swap_target(str(tiny.target))
+            await until(pilot, lambda: not app.chat.busy
+                        and not app.chat.query_one(PromptInput).disabled)
+            await say(app, pilot, "two")
+            app.chat.query_one(PromptInput).text = "race me"
+            await pilot.press("f6")
+            await until(pilot, lambda: isinstance(app.screen, RaceScreen))
+    run_async(scenario)
+    assert offenders == []

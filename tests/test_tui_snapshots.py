@@ -5,11 +5,11 @@ included), so the pictures do not depend on how fast this machine is."""
 from __future__ import annotations
 
 import pytest
-from test_tui import SIZE, make_app, ready, until
+from conftest import SIZE, make_app, ready, until
 
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
 from specchat.engine.stats import TurnStats
-from specchat.ui.app import EventBatch
+from specchat.ui.chat_screen import EventBatch
 from specchat.ui.model_menu import ModelMenu
 from specchat.ui.widgets import PromptInput
 
@@ -31,7 +31,8 @@ def fixed_stream() -> list[list]:
     for n, pieces in enumerate(ROUNDS):
         tokens = []
         for kind, text in pieces:
-            tokens.append(TokenEvent(kind, 100 + len(ids), text, position, n, 0.9, 0.8, 2.5))
+            tokens.append(TokenEvent(kind=kind, id=100 + len(ids), text=text, position=position,
+                                     round=n, p=0.9, q=0.8, logit_gap=2.5))
             if kind is not R:
                 ids.append(100 + len(ids))
                 position += 1
@@ -67,12 +68,12 @@ def test_chat_screen_with_every_kind_of_token(snap_compare, app, theme):
     async def run_before(pilot):
         await ready(app, pilot)
         app.theme = theme
-        app.query_one(PromptInput).cursor_blink = False
+        app.chat.query_one(PromptInput).cursor_blink = False
         await pilot.pause()
-        app.begin_reply("What is speculative decoding?")
+        app.chat.begin_reply("What is speculative decoding?")
         for batch in fixed_stream():
-            app.post_message(EventBatch(batch))
-        await until(pilot, lambda: app.last_turn is not None)
+            app.chat.post_message(EventBatch(batch))
+        await until(pilot, lambda: app.chat.last_turn is not None)
         await pilot.wait_for_scheduled_animations()
         await pilot.pause(0.1)
 
@@ -82,7 +83,7 @@ def test_chat_screen_with_every_kind_of_token(snap_compare, app, theme):
 def test_draft_menu_lists_incompatible_models_with_their_reason(snap_compare, app):
     async def run_before(pilot):
         await ready(app, pilot)
-        app.query_one(PromptInput).cursor_blink = False
+        app.chat.query_one(PromptInput).cursor_blink = False
         await pilot.press("ctrl+d")
         await until(pilot, lambda: isinstance(app.screen, ModelMenu))
         await pilot.pause(0.1)

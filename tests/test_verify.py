@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from conftest import chi_square_p, wrong_rule
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.stats import chisquare
 
 from specchat.engine.sampling import SamplingParams, row_summary, sample
-from specchat.engine.verify import Verdict, verify_greedy, verify_sampling
+from specchat.engine.verify import verify_greedy, verify_sampling
 
 tokens = st.lists(st.integers(0, 5), min_size=0, max_size=6)
 
@@ -40,27 +40,6 @@ def first_token_frequencies(rule, p, q, n, rng):
         v = rule([d], q_dists, [p, p], rng)
         counts[d if v.n_accepted == 1 else v.next_token] += 1
     return counts
-
-
-def wrong_rule(draft, q_dists, p_dists, rng):
-    """A common mistake: on rejection, resample from p instead of norm(max(0, p - q))."""
-    for i, d in enumerate(draft):
-        q_tok = 1.0 if q_dists is None else q_dists[i][d]
-        if rng.random() * q_tok >= p_dists[i][d]:
-            return Verdict(i, sample(p_dists[i], rng))
-    return Verdict(len(draft), sample(p_dists[len(draft)], rng))
-
-
-def chi_square_p(counts: np.ndarray, p: np.ndarray) -> float:
-    n = counts.sum()
-    keep = p * n >= 5
-    obs = np.append(counts[keep], counts[~keep].sum())
-    exp = np.append(p[keep] * n, p[~keep].sum() * n)
-    if exp[-1] == 0:
-        obs, exp = obs[:-1], exp[:-1]
-    if obs.size < 2:  # one possible outcome: it must be all of them
-        return 1.0 if np.allclose(obs, exp) else 0.0
-    return float(chisquare(obs, exp).pvalue)
 
 
 @settings(max_examples=15, deadline=None)

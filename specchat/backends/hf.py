@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specchat.errors import ModelFileError, SpecchatError
+from specchat.errors import ContextOverflowError, DecodeError, ModelFileError, SpecchatError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
@@ -136,16 +136,22 @@ class TransformersBackend:
 
     # -- the model ----------------------------------------------------------------------------
     def eval(self, tokens: Sequence[int], logits_from: int) -> np.ndarray:
-        if len(self.tokens) + len(tokens) > self.n_ctx:
-            raise SpecchatError(f"{self.name}: {len(self.tokens) + len(tokens)} tokens do not fit "
-                                f"the context of {self.n_ctx}")
+        start = len(self.tokens)
+        if start + len(tokens) > self.n_ctx:
+            raise ContextOverflowError(f"{self.name}: {start + len(tokens)} tokens do not fit "
+                                       f"the context of {self.n_ctx}")
         torch = self._torch
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
-        with torch.inference_mode():
-            out = self.model(input_ids=ids, cache=self._cache, use_cache=True,
-                             logits_to_keep=len(tokens) - logits_from)
+        try:
+            with torch.inference_mode():
+                out = self.model(input_ids=ids, cache=self._cache, use_cache=True,
+                                 logits_to_keep=len(tokens) - logits_from)
+        except (RuntimeError, ValueError) as exc:  # out of memory, a device error
+            self._cache.crop(start)  # leave the cache as it was before this call
+            raise DecodeError(f"{self.name}: the forward pass failed ({exc})") from None
+        finally:
+            self.passes += 1
         self.tokens.extend(tokens)
-        self.passes += 1
         return out.logits[0].float().cpu().numpy()
 
     def truncate(self, n: int) -> None:

@@ -21,8 +21,6 @@ from specchat.catalog.gguf_file import read_gguf
 from specchat.errors import CacheTruncationError, ContextOverflowError, DecodeError, ModelFileError
 
 _SEQ = 0
-NO_TRUNCATION = ("this model's memory cannot drop part of a sequence (recurrent or hybrid "
-                 "architecture), so it cannot take part in speculation; use --draft none")
 _init_lock = threading.Lock()
 _initialised = False
 _log_tail: deque[str] = deque(maxlen=20)
@@ -209,7 +207,7 @@ class LlamaCppBackend:
         if n >= len(self.tokens):
             return
         if not llama_cpp.llama_memory_seq_rm(self._mem, _SEQ, n, -1):
-            raise CacheTruncationError(f"{self.name}: {NO_TRUNCATION}")
+            raise CacheTruncationError(self.name)
         del self.tokens[n:]
 
     def close(self) -> None:

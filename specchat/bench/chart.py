@@ -30,16 +30,18 @@ class Series:
 
 
 def series(summaries: Sequence[Summary], category: str = ALL) -> list[Series]:
-    rows = [s for s in summaries if s.category == category and s.drafter != "none"
-            and s.speedup is not None]
-    out = []
-    for drafter in dict.fromkeys(s.drafter for s in rows):
-        mine = [s for s in rows if s.drafter == drafter]
-        out.append(Series(
-            drafter,
-            sorted((s.k, s.speedup, s.acceptance) for s in mine if s.k is not None),
-            [(s.arm, s.speedup, s.acceptance) for s in mine if s.k is None]))
-    return out
+    out: dict[str, Series] = {}
+    for s in summaries:
+        if s.category != category or s.drafter == "none" or s.speedup is None:
+            continue
+        line = out.setdefault(s.drafter, Series(s.drafter, [], []))
+        if s.k is not None:
+            line.points.append((s.k, s.speedup, s.acceptance))
+        else:
+            line.adaptive.append((s.arm, s.speedup, s.acceptance))
+    for line in out.values():
+        line.points.sort()
+    return list(out.values())
 
 
 def _panel(x0: int, title: str, all_series: Sequence[Series], value: int, y_max: float,
@@ -73,17 +75,17 @@ def _panel(x0: int, title: str, all_series: Sequence[Series], value: int, y_max:
                      'stroke="#888" stroke-dasharray="2 3"/>')
     for i, s in enumerate(all_series):
         colour = COLOURS[i % len(COLOURS)]
-        pts = [(p[0], p[value]) for p in s.points if p[value] is not None]
+        pts = [(k, at) for k, *vals in s.points if (at := vals[value - 1]) is not None]
         if pts:
-            path = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in pts)
+            path = " ".join(f"{x(k):.1f},{y(at):.1f}" for k, at in pts)
             parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" '
                          'stroke-width="2"/>')
-            parts += [f'<circle cx="{x(k):.1f}" cy="{y(v):.1f}" r="3" fill="{colour}"/>'
-                      for k, v in pts]
-        for arm, *vals in s.adaptive:
-            v = vals[value - 1]
-            if v is not None:
-                parts.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{right}" y2="{y(v):.1f}" '
+            parts += [f'<circle cx="{x(k):.1f}" cy="{y(at):.1f}" r="3" fill="{colour}"/>'
+                      for k, at in pts]
+        for _arm, *levels in s.adaptive:
+            level = levels[value - 1]
+            if level is not None:
+                parts.append(f'<line x1="{left}" y1="{y(level):.1f}" x2="{right}" y2="{y(level):.1f}" '
                              f'stroke="{colour}" stroke-dasharray="6 4"/>')
     return parts
 

@@ -9,16 +9,18 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from specchat import settings as settings_schema
 from specchat.engine.loop import DraftSettings
 from specchat.engine.sampling import SamplingParams
+from specchat.settings import Settings
 
 
-def add_parser(sub) -> argparse.ArgumentParser:
+def add_parser(sub, defaults: Settings) -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmark drafters and draft lengths on a prompt suite")
+    settings_schema.add_arguments(p, defaults, sections=("models",), skip=("draft",))
     p.add_argument("--prompts", type=Path, default=None,
                    help="a prompts file ([[prompt]] category, name, text); default: built-in suite")
     p.add_argument("--categories", default="", help="comma-separated categories to run")
-    p.add_argument("--target", default="default")
     p.add_argument("--drafters", default="default,ngram",
                    help="comma-separated drafters as --draft takes them (default: %(default)s)")
     p.add_argument("--k", default="2,3,4", help="fixed draft lengths to run (default: %(default)s)")
@@ -28,11 +30,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--max-tokens", type=int, default=None,
                    help="tokens per reply for every prompt (default: each prompt's own, else 96)")
-    p.add_argument("--ctx", type=int, default=4096)
-    p.add_argument("--backend", choices=("llamacpp", "transformers"), default="llamacpp")
-    p.add_argument("--device", default=None, help="transformers: cpu, cuda or mps")
-    p.add_argument("--dtype", default="auto", help="transformers: float32, bfloat16, float16")
-    p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", type=Path, default=Path("bench-results"),
                    help="folder for bench.json, bench.csv and bench.svg (default: %(default)s)")
     return p
@@ -41,7 +38,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from specchat.bench import chart, report
     from specchat.bench.runner import Arm, load_prompts, run_suite
-    from specchat.loading import ModelOptions, load_drafter, load_target
+    from specchat.loading import load_drafter, load_target
 
     console, err = Console(), Console(stderr=True)
     categories = [c for c in args.categories.split(",") if c]
@@ -53,10 +50,9 @@ def run(args: argparse.Namespace) -> int:
         arms += [Arm(d, DraftSettings(k=k)) for k in ks]
         if args.adaptive:
             arms.append(Arm(d, DraftSettings(k=args.k_max, adaptive=True)))
-    options = ModelOptions(n_ctx=args.ctx, threads=args.threads, backend=args.backend,
-                           device=args.device, dtype=args.dtype)
-    err.print(f"loading {args.target} and drafters {', '.join(drafters)} …", style="dim")
-    target = load_target(args.target, options)
+    options = settings_schema.from_args(args, skip=("draft",)).models
+    err.print(f"loading {options.target} and drafters {', '.join(drafters)} …", style="dim")
+    target = load_target(options.target, options)
     rng = np.random.default_rng(0)
     loaded = {spec: load_drafter(spec, target, SamplingParams(), rng, options)
               for spec in dict.fromkeys(a.drafter for a in arms)}

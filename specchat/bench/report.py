@@ -19,15 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from specchat.bench.runner import Run
+from specchat.numbers import fmt, mean, percentile
 
 ALL = "all"
-
-
-def _pct(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def leviathan_tokens(alpha: float, gamma: float) -> float:
@@ -135,10 +129,10 @@ def _summary(category: str, arm: str, runs: Sequence[Run], step_s: float | None)
         mean_accepted_length=(sum(r.spec_emitted for r in runs) / spec_rounds
                               if spec_rounds else None),
         draft_len=gamma, draft_cost=c, verify_cost=v,
-        latency_mean_s=statistics.fmean(latencies), latency_p50_s=_pct(latencies, 0.5),
-        latency_p95_s=_pct(latencies, 0.95),
+        latency_mean_s=statistics.fmean(latencies), latency_p50_s=percentile(latencies, 0.5),
+        latency_p95_s=percentile(latencies, 0.95),
         ttft_mean_s=statistics.fmean(r.ttft_s for r in runs),
-        itl_mean_s=statistics.fmean(gaps) if gaps else None, itl_p95_s=_pct(gaps, 0.95),
+        itl_mean_s=mean(gaps), itl_p95_s=percentile(gaps, 0.95),
         itl_sd_across_prompts_s=statistics.pstdev(prompt_means) if len(prompt_means) > 1 else None,
         declined_rounds=sum(r.declined_rounds for r in runs),
     )
@@ -158,10 +152,6 @@ def write_csv(path: Path, summaries: Sequence[Summary]) -> None:
             writer.writerow(["" if v is None else v for v in asdict(s).values()])
 
 
-def _f(value: float | None, spec: str, scale: float = 1.0) -> str:
-    return "–" if value is None else format(value * scale, spec)
-
-
 SPEED_COLUMNS = ("tok/s", "speedup", "predicted\n(Leviathan)", "policy\npredicted tok/s",
                  "accept", "mean acc.\nlength")
 LATENCY_COLUMNS = ("latency ms\nmean", "p50", "p95", "TTFT ms\nmean", "ITL ms\nmean", "ITL p95",
@@ -169,16 +159,16 @@ LATENCY_COLUMNS = ("latency ms\nmean", "p50", "p95", "TTFT ms\nmean", "ITL ms\nm
 
 
 def _speed_row(s: Summary) -> list[str]:
-    return [_f(s.tokens_per_second, ".2f"), _f(s.speedup, ".2f") + "x",
-            _f(s.predicted_speedup, ".2f"), _f(s.policy_predicted_tps, ".2f"),
-            _f(s.acceptance, ".0%"), _f(s.mean_accepted_length, ".2f")]
+    return [fmt(s.tokens_per_second, ".2f"), fmt(s.speedup, ".2f") + "x",
+            fmt(s.predicted_speedup, ".2f"), fmt(s.policy_predicted_tps, ".2f"),
+            fmt(s.acceptance, ".0%"), fmt(s.mean_accepted_length, ".2f")]
 
 
 def _latency_row(s: Summary) -> list[str]:
-    return [_f(s.latency_mean_s, ".0f", 1000), _f(s.latency_p50_s, ".0f", 1000),
-            _f(s.latency_p95_s, ".0f", 1000), _f(s.ttft_mean_s, ".0f", 1000),
-            _f(s.itl_mean_s, ".0f", 1000), _f(s.itl_p95_s, ".0f", 1000),
-            _f(s.itl_sd_across_prompts_s, ".1f", 1000)]
+    return [fmt(s.latency_mean_s, ".0f", scale=1000), fmt(s.latency_p50_s, ".0f", scale=1000),
+            fmt(s.latency_p95_s, ".0f", scale=1000), fmt(s.ttft_mean_s, ".0f", scale=1000),
+            fmt(s.itl_mean_s, ".0f", scale=1000), fmt(s.itl_p95_s, ".0f", scale=1000),
+            fmt(s.itl_sd_across_prompts_s, ".1f", scale=1000)]
 
 
 def rich_tables(summaries: Sequence[Summary], title: str) -> list:
@@ -210,9 +200,9 @@ def markdown_table(summaries: Sequence[Summary]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
         lines.append(
-            f"| {s.category} | {s.arm} | {_f(s.tokens_per_second, '.2f')} | "
-            f"{_f(s.speedup, '.2f')}x | {_f(s.predicted_speedup, '.2f')} | "
-            f"{_f(s.policy_predicted_tps, '.2f')} | {_f(s.acceptance, '.0%')} | "
-            f"{_f(s.mean_accepted_length, '.2f')} | {_f(s.ttft_mean_s, '.0f', 1000)} | "
-            f"{_f(s.itl_mean_s, '.0f', 1000)} / {_f(s.itl_p95_s, '.0f', 1000)} |")
+            f"| {s.category} | {s.arm} | {fmt(s.tokens_per_second, '.2f')} | "
+            f"{fmt(s.speedup, '.2f')}x | {fmt(s.predicted_speedup, '.2f')} | "
+            f"{fmt(s.policy_predicted_tps, '.2f')} | {fmt(s.acceptance, '.0%')} | "
+            f"{fmt(s.mean_accepted_length, '.2f')} | {fmt(s.ttft_mean_s, '.0f', scale=1000)} | "
+            f"{fmt(s.itl_mean_s, '.0f', scale=1000)} / {fmt(s.itl_p95_s, '.0f', scale=1000)} |")
     return "\n".join(lines)

@@ -9,18 +9,21 @@ every run starts from empty KV caches so time to first token includes the whole 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from specchat.backends.base import Backend
+from specchat.engine.drafters import Drafter
 from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import TurnStats
 from specchat.errors import SpecchatError
+from specchat.numbers import mean
 
 BUILTIN_PROMPTS = Path(__file__).with_name("prompts.toml")
 DEFAULT_MAX_TOKENS = 96
@@ -109,19 +112,20 @@ class Run:
     declined_rounds: int
 
     @classmethod
-    def from_events(cls, events: Iterable[Event], **labels) -> Run:
-        stats, sums = TurnStats(), {"draft_s": 0.0, "spec_verify_s": 0.0, "plain_verify_s": 0.0,
-                                    "plain_rounds": 0}
+    def from_events(cls, events: Iterable[Event], **labels: Any) -> Run:
+        stats = TurnStats()
+        draft_s = spec_verify_s = plain_verify_s = 0.0
+        plain_rounds = 0
         turn = None
         for event in events:
             if isinstance(event, RoundEvent):
                 stats.add_round(event)
                 if event.drafted:
-                    sums["draft_s"] += event.draft_s
-                    sums["spec_verify_s"] += event.verify_s
+                    draft_s += event.draft_s
+                    spec_verify_s += event.verify_s
                 elif event.round > 0:
-                    sums["plain_verify_s"] += event.verify_s
-                    sums["plain_rounds"] += 1
+                    plain_verify_s += event.verify_s
+                    plain_rounds += 1
             elif isinstance(event, TurnEvent):
                 turn = event
         if turn is None:
@@ -130,12 +134,14 @@ class Run:
                    decode_s=turn.decode_s, tokens_per_second=turn.tokens_per_second,
                    gaps=stats.gaps, drafted=turn.n_drafted, accepted=turn.n_accepted,
                    spec_rounds=stats.spec_rounds, spec_emitted=stats.spec_emitted,
+                   plain_rounds=plain_rounds, draft_s=draft_s, spec_verify_s=spec_verify_s,
+                   plain_verify_s=plain_verify_s,
                    predicted_tokens_per_second=turn.predicted_tokens_per_second,
-                   declined_rounds=turn.declined_rounds, **sums)
+                   declined_rounds=turn.declined_rounds)
 
     @property
     def itl_mean(self) -> float | None:
-        return sum(self.gaps) / len(self.gaps) if self.gaps else None
+        return mean(self.gaps)
 
 
 Progress = Callable[[int, int, Run], None]
@@ -146,7 +152,7 @@ class BenchRunner:
     every arm. The engines live as long as the runner, so an adaptive policy keeps what it
     learned of the machine's costs from prompt to prompt, as it would in a long session."""
 
-    def __init__(self, target: Backend, drafters: dict[str, object], arms: Sequence[Arm],
+    def __init__(self, target: Backend, drafters: Mapping[str, Drafter], arms: Sequence[Arm],
                  max_tokens: int | None = None) -> None:
         self.target, self.max_tokens = target, max_tokens
         greedy = SamplingParams()
@@ -177,7 +183,7 @@ class BenchRunner:
 
 def run_suite(
     target: Backend,
-    drafters: dict[str, object],
+    drafters: Mapping[str, Drafter],
     arms: Sequence[Arm],
     prompts: Sequence[Prompt],
     repeats: int = 1,

@@ -69,8 +69,8 @@ def cmd_fetch(name: str, console: Console, config: Config) -> int:
         with _progress_bar(console) as bar:
             task = bar.add_task(model.name, total=model.size)
 
-            def progress(stage: str, done: int, total: int) -> None:
-                bar.update(task, description=f"{model.name} ({stage})", completed=done, total=total)
+            def progress(stage: str, done: int, total: int, task=task, name=model.name) -> None:
+                bar.update(task, description=f"{name} ({stage})", completed=done, total=total)
 
             path = fetch_model(model, dest, progress, note=lambda m: bar.console.print(f"  {m}"))
         console.print(f"[green]ok[/] {model.name} → {path}")

@@ -75,7 +75,8 @@ class HistoryStore:
         cur = self._db.execute(
             "INSERT INTO conversations(title, created, updated, target, draft, system) "
             "VALUES (?, ?, ?, ?, ?, ?)", (title, now, now, target, draft, system))
-        return int(cur.lastrowid)
+        assert cur.lastrowid is not None
+        return cur.lastrowid
 
     def add_message(self, conversation_id: int, role: str, content: str,
                     stats: dict[str, Any] | None = None) -> None:

@@ -12,56 +12,59 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from specchat.backends.base import Backend
 from specchat.engine import kvsync
-from specchat.engine.policy import Plan
 from specchat.engine.sampling import SamplingParams, row_summary, sample
-
-
-@dataclass
-class Draft:
-    tokens: list[int] = field(default_factory=list)
-    q: list[float] = field(default_factory=list)
-    """The drafter's probability of each proposed token."""
-    dists: list[np.ndarray] | None = None
-    """Full draft distributions (sampling with a model drafter); None means point masses."""
-    source: str = ""
-    """Which drafter (and for the n-gram drafter, which match length) proposed it; the policy
-    keeps its statistics per source."""
-    conf: list[float] = field(default_factory=list)
-    """The drafter's confidence in each token (its top probability); empty for drafters that
-    have none."""
-    uses_passes: bool = False
-    """The drafter ran a model pass per token (its cost grows with the length)."""
-    behind: int = 0
-    """Committed tokens a draft model had to catch up on before drafting."""
-    catchup_s: float = 0.0
-    """Seconds its catch-up pass took (it also yields the first draft token's row)."""
-
-    def __len__(self) -> int:
-        return len(self.tokens)
+from specchat.engine.types import Draft, Plan
 
 
 class Drafter(Protocol):
     name: str
-    passes: int
-    """Forward passes of a draft model (0 for drafters without one)."""
+
+    @property
+    def passes(self) -> int:
+        """Forward passes of a draft model (0 for drafters without one)."""
+        ...
+
+    @property
+    def model(self) -> Backend | None:
+        """The draft model's backend, if the drafter has one (compatibility checks read it)."""
+        ...
 
     def propose(self, committed: Sequence[int], plan: Plan) -> Draft: ...
 
     def release(self, committed: Sequence[int]) -> None: ...
 
+    def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
+        """Draw with these sampling settings and this generator from the next round on."""
+        ...
 
-class NoDrafter:
+    def close(self) -> None:
+        """Free the draft model, if any; the drafter is not used again."""
+        ...
+
+
+class _NoModel:
+    """What the drafters without a model of their own share: nothing to configure or free."""
+
+    passes = 0
+    model: Backend | None = None
+
+    def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class NoDrafter(_NoModel):
     """Target only: every round is one plain target step."""
 
     name = "none"
-    passes = 0
 
     def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
         return Draft()
@@ -83,6 +86,16 @@ class ModelDrafter:
     @property
     def passes(self) -> int:
         return self.backend.passes
+
+    @property
+    def model(self) -> Backend:
+        return self.backend
+
+    def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
+        self.sampling, self.rng = sampling, rng
+
+    def close(self) -> None:
+        self.backend.close()
 
     def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
         todo = kvsync.pending(self.backend, committed)
@@ -117,7 +130,7 @@ class ModelDrafter:
         kvsync.release(self.backend, committed)
 
 
-class NgramDrafter:
+class NgramDrafter(_NoModel):
     """Prompt lookup: propose what followed the latest earlier occurrence of the longest suffix
     of the conversation (from `n_max` down to `n` tokens) that occurred before.
 
@@ -129,7 +142,6 @@ class NgramDrafter:
     O(n_max - n) however long the conversation is.
     """
 
-    passes = 0
     GROUPS = (8, 4)
     """Lower bounds of the match-length groups above the shortest."""
 
@@ -173,18 +185,27 @@ class CombinedDrafter:
     use, the draft model's otherwise (llama.cpp runs its speculation types in priority order the
     same way): one setting for chat and for editing."""
 
-    def __init__(self, ngram: NgramDrafter, model: ModelDrafter) -> None:
-        self.ngram, self.model = ngram, model
-        self.backend = model.backend
-        self.name = f"{ngram.name}+{model.name}"
+    def __init__(self, ngram: NgramDrafter, drafter: ModelDrafter) -> None:
+        self.ngram, self.drafter = ngram, drafter
+        self.name = f"{ngram.name}+{drafter.name}"
 
     @property
     def passes(self) -> int:
-        return self.model.passes
+        return self.drafter.passes
+
+    @property
+    def model(self) -> Backend:
+        return self.drafter.backend
 
     def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
         draft = self.ngram.propose(committed, plan)
-        return draft if draft.tokens else self.model.propose(committed, plan)
+        return draft if draft.tokens else self.drafter.propose(committed, plan)
 
     def release(self, committed: Sequence[int]) -> None:
-        self.model.release(committed)
+        self.drafter.release(committed)
+
+    def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
+        self.drafter.configure(sampling, rng)
+
+    def close(self) -> None:
+        self.drafter.close()

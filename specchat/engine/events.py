@@ -7,6 +7,7 @@ JSON lines and can be replayed with no model.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -25,7 +26,7 @@ class TokenKind(StrEnum):
     """A plain target token: target-only mode, or the first token of a turn."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TokenEvent:
     kind: TokenKind
     id: int
@@ -121,3 +122,13 @@ class TurnEvent:
 
 
 Event = TokenEvent | RoundEvent | TurnEvent
+
+
+def turn_of(events: Iterable[Event]) -> TurnEvent:
+    """The turn summary that ends a stream (the whole stream is consumed)."""
+    last: Event | None = None
+    for event in events:
+        last = event
+    if not isinstance(last, TurnEvent):
+        raise ValueError("the stream did not end with a turn summary")
+    return last

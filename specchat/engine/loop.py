@@ -18,11 +18,12 @@ import numpy as np
 
 from specchat.backends.base import Backend
 from specchat.engine import kvsync
-from specchat.engine.drafters import Draft, Drafter
+from specchat.engine.drafters import Drafter
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind
 from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, Policy
 from specchat.engine.sampling import SamplingParams, row_summary
 from specchat.engine.stats import TurnStats
+from specchat.engine.types import Draft
 from specchat.engine.verify import verify_greedy, verify_sampling
 from specchat.errors import ContextOverflowError
 
@@ -116,6 +117,25 @@ class SpeculativeEngine:
         """New settings take a new policy that keeps what the old one measured of the costs."""
         self._draft_settings = settings
         self.policy = settings.policy(self.policy.costs)
+
+    def configure(self, sampling: SamplingParams, draft_settings: DraftSettings) -> None:
+        """Use these settings from the next turn on: one new generator for the engine and its
+        drafter (one seed fixes the whole run), and a policy that keeps the measured costs."""
+        self.sampling, self.draft_settings = sampling, draft_settings
+        self.rng = np.random.default_rng(sampling.seed)
+        self.drafter.configure(sampling, self.rng)
+
+    def use_drafter(self, drafter: Drafter) -> None:
+        """Swap the drafter (it catches up on the conversation at its first proposal) and free
+        the old one's model."""
+        old, self.drafter = self.drafter, drafter
+        if old is not drafter:
+            old.close()
+
+    def close(self) -> None:
+        """Free both models; the engine is not used again."""
+        self.drafter.close()
+        self.target.close()
 
     def clear_caches(self) -> None:
         """Empty both models' caches: the next turn evaluates its whole prompt (a fair time to
@@ -211,7 +231,7 @@ class SpeculativeEngine:
         rows = self.target.eval(todo + draft.tokens, len(todo) - 1)
         summaries = [row_summary(row) for row in rows]
         if self.sampling.greedy:
-            verdict = verify_greedy(draft.tokens, [s[0] for s in summaries])
+            verdict = verify_greedy(draft.tokens, [s.top for s in summaries])
             p_dists = None
         else:
             p_dists = [self.sampling.distribution(row) for row in rows]
@@ -220,7 +240,7 @@ class SpeculativeEngine:
         def p_of(i: int, tok: int) -> float:
             if p_dists is not None:
                 return float(p_dists[i][tok])
-            return float(np.exp(rows[i][tok] - summaries[i][2]))
+            return float(np.exp(rows[i][tok] - summaries[i].lse))
 
         events: list[Event] = []
         base = len(reply.ids)
@@ -232,10 +252,10 @@ class SpeculativeEngine:
             committed.append(tok)
             piece = reply.add(tok)
             if piece is not None:
-                events.append(
-                    TokenEvent(kind, tok, piece, len(reply.ids) - 1, round_no, p_of(i, tok), q,
-                               summaries[i][1], u_of(i) if q is not None else None)
-                )
+                events.append(TokenEvent(
+                    kind=kind, id=tok, text=piece, position=len(reply.ids) - 1, round=round_no,
+                    p=p_of(i, tok), q=q, logit_gap=summaries[i].gap,
+                    u=u_of(i) if q is not None else None))
             return not reply.stop_reason
 
         going = True
@@ -247,12 +267,11 @@ class SpeculativeEngine:
             n = verdict.n_accepted
             for j in range(n, len(draft)):
                 tok = draft.tokens[j]
-                events.append(
-                    TokenEvent(TokenKind.REJECTED, tok,
-                               self.target.token_bytes(tok).decode("utf-8", "replace"),
-                               base + j, round_no, p_of(j, tok), draft.q[j], summaries[j][1],
-                               u_of(j))
-                )
+                events.append(TokenEvent(
+                    kind=TokenKind.REJECTED, id=tok,
+                    text=self.target.token_bytes(tok).decode("utf-8", "replace"),
+                    position=base + j, round=round_no, p=p_of(j, tok), q=draft.q[j],
+                    logit_gap=summaries[j].gap, u=u_of(j)))
             if not draft.tokens:
                 kind = TokenKind.TARGET
             else:

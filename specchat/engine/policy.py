@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from specchat.engine.drafters import Draft
+from specchat.engine.types import Draft, Plan
 
 _DECAY = 0.97
 """Forgetting factor of the acceptance counts per observation: the estimate follows the
@@ -197,25 +196,6 @@ class CostModel:
 def _ema(table: dict, key: object, value: float) -> None:
     old = table.get(key)
     table[key] = value if old is None else old + _COST_EMA * (value - old)
-
-
-class Plan(Protocol):
-    """One round's drafting budget, asked by the drafter as it drafts."""
-
-    declined: bool
-    """The policy chose not to draft this round although the drafter could have."""
-    asked: int
-    """The draft length the plan last allowed (the k of the round)."""
-
-    def k(self, source: str, uses_passes: bool, behind: int = 0) -> int:
-        """How many tokens `source` may draft this round (0: do not draft); a model drafter
-        says how many committed tokens it must catch up on first."""
-        ...
-
-    def keep(self, source: str, i: int, conf: float) -> bool:
-        """Whether draft token i, proposed with confidence `conf`, should be kept (and
-        drafting go on)."""
-        ...
 
 
 @dataclass

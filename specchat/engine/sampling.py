@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specchat.engine.types import RowSummary
+
 _NUCLEUS_CANDIDATES = 1024
 
 
@@ -66,12 +68,12 @@ def sample(probs: np.ndarray, rng: np.random.Generator) -> int:
     return int(min(np.searchsorted(cum, rng.random() * cum[-1], side="right"), probs.size - 1))
 
 
-def row_summary(row: np.ndarray) -> tuple[int, float, float]:
-    """(argmax, top-1 minus top-2 logit, log-sum-exp) of one logits row, in two cheap passes."""
+def row_summary(row: np.ndarray) -> RowSummary:
+    """Argmax, top-1 minus top-2 logit and log-sum-exp of one logits row, in two cheap passes."""
     top = int(row.argmax())
     best = float(row[top])
     row[top] = -np.inf
     second = float(row.max()) if row.size > 1 else best
     row[top] = best
     lse = best + float(np.log(np.exp(row - best, dtype=np.float32).sum(dtype=np.float64)))
-    return top, best - second, lse
+    return RowSummary(top, best - second, lse)

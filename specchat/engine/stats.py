@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from specchat.engine.events import RoundEvent, TurnEvent
+from specchat.numbers import mean, percentile
 
 
 @dataclass
@@ -87,14 +88,11 @@ class TurnStats:
 
     @property
     def itl_mean(self) -> float | None:
-        return sum(self.gaps) / len(self.gaps) if self.gaps else None
+        return mean(self.gaps)
 
     @property
     def itl_p95(self) -> float | None:
-        if not self.gaps:
-            return None
-        ordered = sorted(self.gaps)
-        return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+        return percentile(self.gaps, 0.95)
 
     @property
     def by_position(self) -> list[float]:

@@ -61,10 +61,10 @@ class HistoryScreen(ModalScreen[int | None]):
         options = self.query_one(OptionList)
         if options.highlighted is None:
             return None
-        return int(options.get_option_at_index(options.highlighted).id)
+        return int(str(options.get_option_at_index(options.highlighted).id))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(int(event.option.id))
+        self.dismiss(int(str(event.option.id)))
 
     def action_delete(self) -> None:
         if (cid := self._selected()) is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,6 +19,9 @@ from textual.widgets.option_list import Option
 from specchat.catalog import compat
 from specchat.catalog.catalog import local_ggufs
 from specchat.errors import ModelFileError
+
+if TYPE_CHECKING:
+    from specchat.ui.app import SpecchatApp
 
 
 @dataclass(frozen=True)
@@ -106,8 +110,8 @@ class DraftCommands(Provider):
     """Command palette: 'draft: …' for each compatible drafter."""
 
     async def search(self, query: str) -> Hits:
-        app = self.app
-        target = getattr(app, "target_path", None)
+        app = cast("SpecchatApp", self.app)
+        target = app.chat.target_path
         if target is None:
             return
         matcher = self.matcher(query)
@@ -117,5 +121,5 @@ class DraftCommands(Provider):
             text = f"draft: {choice.label}"
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), lambda s=choice.spec: app.swap_draft(s),
+                yield Hit(score, matcher.highlight(text), lambda s=choice.spec: app.chat.swap_draft(s),
                           help="use this drafter from the next turn")

@@ -8,7 +8,6 @@ at their recorded pace (each round appears when its `t_s` comes). The screen say
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,35 +15,14 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from specchat.engine.events import Event, RoundEvent, TokenEvent, TurnEvent
+from specchat.engine.events import RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.stats import TurnStats
+from specchat.trace import Lane
 from specchat.ui.widgets import Legend, LiveReply
 
 HOW = ("Each side was generated alone, one after the other, on this machine; both are played "
        "back here from the same start at their recorded pace, so the clocks compare fairly.")
 TICK_S = 0.05
-
-
-@dataclass
-class Lane:
-    """One recorded stream: a label and its events, grouped into rounds at their times."""
-
-    label: str
-    events: list[Event]
-
-    def rounds(self) -> list[tuple[float, list[Event]]]:
-        """(time the round's tokens appear, the round's events); the turn summary comes with
-        the last round."""
-        out: list[tuple[float, list[Event]]] = []
-        batch: list[Event] = []
-        for event in self.events:
-            batch.append(event)
-            if isinstance(event, RoundEvent):
-                out.append((event.t_s, batch))
-                batch = []
-        if batch and out:
-            out[-1][1].extend(batch)
-        return out
 
 
 class LanePanel(Vertical):
@@ -132,15 +110,14 @@ class RaceScreen(Screen):
         panels = list(self.query(LanePanel))
         for panel in panels:
             panel.advance(now)
-        finished = [p for p in panels if p.done_at is not None]
-        if len(finished) == len(panels) and panels:
-            first, *rest = sorted(panels, key=lambda p: p.done_at)
-            if rest and first.done_at:
-                lead = rest[-1].done_at / first.done_at
-                text = (f"{first.lane.label} finished first: {first.done_at:.2f} s against "
-                        f"{rest[-1].done_at:.2f} s (the other took {lead:.2f}x as long)")
+        done = sorted((p.done_at, i) for i, p in enumerate(panels) if p.done_at is not None)
+        if len(done) == len(panels) and panels:
+            (first, i), (last, _) = done[0], done[-1]
+            if len(done) > 1 and first:
+                text = (f"{panels[i].lane.label} finished first: {first:.2f} s against "
+                        f"{last:.2f} s (the other took {last / first:.2f}x as long)")
             else:
-                text = f"finished in {first.done_at:.2f} s"
+                text = f"finished in {first:.2f} s"
             self.query_one("#verdict", Static).update(text + f" · playback {self.speed:g}x")
 
     def action_restart(self) -> None:

@@ -1,10 +1,10 @@
-"""Settings: speculation, sampling and display, saved to the config file's [engine] section."""
+"""Settings: speculation, sampling and GPU layers, made from the one settings schema
+(specchat/settings.py) and saved to the config file's [engine] section. An empty field means
+the field's default, so a seed or a GPU-layer count can be cleared again."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -12,51 +12,16 @@ from textual.containers import Grid, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Switch
 
-
-def policy_name(text: str) -> str:
-    if text not in ("fixed", "adaptive"):
-        raise ValueError(text)
-    return text
+from specchat.settings import Settings, form_fields, from_form
 
 
 @dataclass(frozen=True)
-class Field:
-    key: str
-    label: str
-    kind: Callable[[str], Any]
-    help: str
+class FormValues:
+    settings: Settings
+    show_rejected: bool
 
 
-FIELDS = [
-    Field("policy", "draft policy", policy_name, "fixed or adaptive (chooses up to k a round)"),
-    Field("k", "draft length k", int, "tokens drafted per round (adaptive: at most)"),
-    Field("n_min", "minimum draft", int, "drop drafts shorter than this"),
-    Field("p_min", "confidence stop", float, "stop drafting below this draft probability"),
-    Field("temperature", "temperature", float, "0 = greedy"),
-    Field("top_k", "top-k", int, "0 = off"),
-    Field("top_p", "top-p", float, "1 = off"),
-    Field("seed", "seed", int, "empty = random"),
-    Field("max_tokens", "max tokens", int, "per reply"),
-    Field("target_gpu_layers", "target GPU layers", int, "empty = all where a GPU exists"),
-    Field("draft_gpu_layers", "draft GPU layers", int, "empty = all where a GPU exists"),
-]
-
-
-def parse(values: dict[str, str]) -> dict[str, Any]:
-    """Typed values from the form; raise ValueError naming the field that does not parse."""
-    out: dict[str, Any] = {}
-    for f in FIELDS:
-        text = values.get(f.key, "").strip()
-        if not text:
-            continue
-        try:
-            out[f.key] = f.kind(text)
-        except ValueError:
-            raise ValueError(f"{f.label}: {text!r} is not valid ({f.help})") from None
-    return out
-
-
-class SettingsScreen(ModalScreen[dict[str, Any] | None]):
+class SettingsScreen(ModalScreen[FormValues | None]):
     """Dismissed with the new settings (typed), or None when cancelled."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
@@ -69,31 +34,31 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
     SettingsScreen #error { color: $error; }
     """
 
-    def __init__(self, current: dict[str, Any]) -> None:
+    def __init__(self, current: Settings, show_rejected: bool) -> None:
         super().__init__()
-        self.current = current
+        self.current, self.show_rejected = current, show_rejected
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("[b]Settings[/b] (saved to the config file; model settings apply on the "
                         "next start)")
             with Grid():
-                for f in FIELDS:
-                    value = self.current.get(f.key)
-                    yield Label(f.label)
-                    yield Input("" if value is None else str(value), id=f.key)
-                    yield Label(f"[dim]{f.help}[/dim]")
+                for section, f in form_fields():
+                    value = getattr(getattr(self.current, section), f.name)
+                    yield Label(f.metadata["label"])
+                    yield Input("" if value is None else str(value), id=f.name)
+                    yield Label(f"[dim]{f.metadata['hint'] or f.metadata['help']}[/dim]")
                 yield Label("show rejected")
-                yield Switch(bool(self.current.get("show_rejected", True)), id="show_rejected")
+                yield Switch(self.show_rejected, id="show_rejected")
                 yield Label("")
             yield Label("", id="error")
             yield Button("Save", variant="primary", id="save")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
+        values = {f.name: self.query_one(f"#{f.name}", Input).value for _, f in form_fields()}
         try:
-            values = parse({f.key: self.query_one(f"#{f.key}", Input).value for f in FIELDS})
+            settings = from_form(self.current, values)
         except ValueError as exc:
             self.query_one("#error", Label).update(str(exc))
             return
-        values["show_rejected"] = self.query_one("#show_rejected", Switch).value
-        self.dismiss(values)
+        self.dismiss(FormValues(settings, self.query_one("#show_rejected", Switch).value))

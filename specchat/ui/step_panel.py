@@ -7,6 +7,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind
+from specchat.numbers import fmt
 from specchat.ui.theming import token_style
 
 EXPLAIN = (
@@ -15,10 +16,6 @@ EXPLAIN = (
     "Sampling: it stands with probability min(1, p/q). At the first refusal the target's own "
     "token replaces it; if all stand, the target adds a bonus token for free."
 )
-
-
-def _fmt(x: float | None, spec: str) -> str:
-    return "–" if x is None else format(x, spec)
 
 
 def describe_round(events: list[Event], baseline: float | None) -> Content:
@@ -38,7 +35,7 @@ def describe_round(events: list[Event], baseline: float | None) -> Content:
         if e.u is not None and e.p is not None and e.q:
             verdict += f" (u {e.u:.2f} vs p/q {min(1.0, e.p / e.q):.2f})"
         parts += [Content("  "), Content.styled(f"{e.text!r:<20.20}", token_style(e.kind)),
-                  Content(f" {_fmt(e.q, '.2f'):>9}  {_fmt(e.p, '.2f'):>10}  {verdict}\n")]
+                  Content(f" {fmt(e.q, '.2f'):>9}  {fmt(e.p, '.2f'):>10}  {verdict}\n")]
     if summary is not None:
         cost = summary.draft_s + summary.verify_s
         alone = f"{summary.emitted / baseline * 1000:.0f} ms" if baseline else "– (not measured)"
@@ -63,8 +60,8 @@ def describe_round(events: list[Event], baseline: float | None) -> Content:
 class StepPanel(Static, can_focus=True):
     """Shown in step-through mode; Space lets the next round run, R lets the turn run on."""
 
-    BINDINGS = [Binding("space", "app.next_round", "Next round"),
-                Binding("r", "app.run_on", "Run on")]
+    BINDINGS = [Binding("space", "screen.next_round", "Next round"),
+                Binding("r", "screen.run_on", "Run on")]
     DEFAULT_CSS = """
     StepPanel { height: auto; max-height: 50%; border: round $accent; padding: 0 1; display: none; }
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.binding import Binding
 from textual.content import Content
 from textual.message import Message
@@ -10,6 +11,7 @@ from textual.widgets import Static, TextArea
 
 from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
 from specchat.engine.stats import TurnStats
+from specchat.numbers import fmt
 from specchat.ui.theming import token_style
 
 LEGEND_TEXT = {
@@ -68,16 +70,22 @@ class LiveReply(Static):
             shown.append(Content.styled(f"  [{self.note}]", "italic $text-muted"))
         content = Content.assemble(*shown) if shown else Content("")
         width = self.content_region.width
-        height = content.get_height(self.styles, width) if width else None
+        height = content.get_height(self.styles, width) if width else None  # type: ignore[arg-type]
         self.update(content, layout=height is None or height != self._height)
         self._height = height
 
 
 class PromptInput(TextArea):
-    """Multi-line input: Enter sends, Ctrl+J inserts a newline."""
+    """Multi-line input: Enter sends, Ctrl+J inserts a newline, a paste is inserted as it is.
+
+    Enter is handled here, in the widget's own key handling, so it is taken in order with the
+    characters typed before it: a message typed (or sent by a terminal) in one burst and then
+    Enter is sent whole. A priority binding would run at the app before those keys reach the
+    text area. A bracketed paste arrives as one Paste event and never sends.
+    """
 
     BINDINGS = [
-        Binding("enter", "submit", "Send", priority=True),
+        Binding("enter", "submit", "Send"),
         Binding("ctrl+j", "newline", "Newline", show=False),
     ]
 
@@ -85,6 +93,14 @@ class PromptInput(TextArea):
         def __init__(self, text: str) -> None:
             super().__init__()
             self.text = text
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            self.action_submit()
+            return
+        await super()._on_key(event)
 
     def action_submit(self) -> None:
         text = self.text.strip()
@@ -94,10 +110,6 @@ class PromptInput(TextArea):
 
     def action_newline(self) -> None:
         self.insert("\n")
-
-
-def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
-    return "–" if value is None else f"{value:{spec}}{suffix}"
 
 
 class StatsPanel(Static):
@@ -127,18 +139,18 @@ class StatsPanel(Static):
         lines = [
             f"[b]{'last turn' if final else 'this turn'}[/b]  draft: {draft}",
             f"tokens            {stats.tokens}",
-            f"acceptance        {_fmt(stats.acceptance, '.0%')}  ({stats.accepted}/{stats.drafted})",
-            f"mean accepted len {_fmt(stats.mean_accepted_length, '.2f')}",
-            f"decode tok/s      {_fmt(rate, '.1f')}",
-            f"predicted tok/s   {_fmt(stats.predicted_tokens_per_second, '.1f')}  (cost model)",
-            f"time to 1st token {_fmt(stats.t_first and stats.t_first * 1000, '.0f', ' ms')}",
-            f"inter-token mean  {_fmt(stats.itl_mean and stats.itl_mean * 1000, '.0f', ' ms')}",
-            f"inter-token p95   {_fmt(stats.itl_p95 and stats.itl_p95 * 1000, '.0f', ' ms')}",
+            f"acceptance        {fmt(stats.acceptance, '.0%')}  ({stats.accepted}/{stats.drafted})",
+            f"mean accepted len {fmt(stats.mean_accepted_length, '.2f')}",
+            f"decode tok/s      {fmt(rate, '.1f')}",
+            f"predicted tok/s   {fmt(stats.predicted_tokens_per_second, '.1f')}  (cost model)",
+            f"time to 1st token {fmt(stats.t_first and stats.t_first * 1000, '.0f', ' ms')}",
+            f"inter-token mean  {fmt(stats.itl_mean and stats.itl_mean * 1000, '.0f', ' ms')}",
+            f"inter-token p95   {fmt(stats.itl_p95 and stats.itl_p95 * 1000, '.0f', ' ms')}",
             f"draft length k    {stats.k}  (this round)",
             f"undrafted rounds  {stats.declined}  (would not pay)",
             f"target passes     {passes}  (saved {saved})",
-            f"speedup           {_fmt(speedup, '.2f', 'x')}",
-            f"  vs target-only {_fmt(self.baseline, '.1f', ' tok/s')}",
+            f"speedup           {fmt(speedup, '.2f', 'x')}",
+            f"  vs target-only {fmt(self.baseline, '.1f', ' tok/s')}",
             f"  ({self.baseline_label})",
             f"tok/s per round   {spark}",
             f"accept by pos     {bars}",

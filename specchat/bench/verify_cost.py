@@ -2,7 +2,7 @@
 row (what verification needs) and for the last row only, against a single step (a benchmark,
 not a test; medians of --repeats).
 
-    .venv/bin/python bench/verify_cost.py --repeats 5
+    .venv/bin/python -m specchat.bench.verify_cost --repeats 5
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import argparse
 import statistics
 import time
 
-from specchat.backends.llamacpp import LlamaCppBackend
-from specchat.catalog.catalog import resolve_model
 from specchat.engine.policy import expected_tokens
 from specchat.engine.sampling import row_summary
+from specchat.loading import load_target
+from specchat.settings import ModelOptions
 
 SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12)
 PROMPT = "Write a Python module that implements a binary search tree with insert and delete."
@@ -24,7 +24,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    target = LlamaCppBackend(resolve_model("default", "target"), n_gpu_layers=0)
+    target = load_target("default", ModelOptions(target_gpu_layers=0))
     ids = target.tokenize(target.render_chat([("user", PROMPT)]))
     target.eval(ids, len(ids) - 1)
     base = len(target.tokens)

@@ -5,7 +5,7 @@ of replies is compared up to its first divergence (after it the texts differ any
 is divergences per 1,000 tokens compared, and each divergence is listed with the target-only
 top-2 logit gap at that position and the batching drift measured on this pair.
 
-    .venv/bin/python bench/divergence.py --tokens 128 --out docs/divergence.md
+    .venv/bin/python -m specchat.bench.divergence --tokens 128 --out docs/divergence.md
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from specchat.backends.llamacpp import LlamaCppBackend
-from specchat.catalog.catalog import resolve_model
 from specchat.chat.session import ChatSession
 from specchat.engine.compare import batching_gap_drift, divergence
-from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
-from specchat.engine.events import TokenEvent
+from specchat.engine.drafters import NgramDrafter, NoDrafter
+from specchat.engine.events import TokenEvent, turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
+from specchat.loading import load_drafter, load_target
+from specchat.settings import ModelOptions
 
 PROMPTS = [
     "Write a Python function that checks whether a string is a palindrome.",
@@ -45,10 +45,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     greedy = SamplingParams()
-    target = LlamaCppBackend(resolve_model("default", "target"), n_ctx=2048)
-    draft = LlamaCppBackend(resolve_model("default", "draft"), n_ctx=2048)
+    options = ModelOptions(n_ctx=2048)
+    target = load_target("default", options)
     drafters = {
-        "0.5B draft": ModelDrafter(draft, greedy, np.random.default_rng(0)),
+        "0.5B draft": load_drafter("default", target, greedy, np.random.default_rng(0), options),
         "n-gram": NgramDrafter(3),
     }
     settings = GenerationSettings(max_tokens=args.tokens)
@@ -58,14 +58,14 @@ def main() -> int:
     for i, prompt in enumerate(PROMPTS):
         base_events = list(ChatSession(SpeculativeEngine(target, NoDrafter(), greedy)).turn(
             prompt, settings))
-        base = base_events[-1]
+        base = turn_of(base_events)
         base_tokens = [e for e in base_events if isinstance(e, TokenEvent)]
         if i < 3:
             drift = max(drift, batching_gap_drift(target, base.prompt_token_ids,
                                                   base.token_ids[:48], (2, 4)))
         for name, drafter in drafters.items():
             engine = SpeculativeEngine(target, drafter, greedy, DraftSettings(k=args.k))
-            turn = list(ChatSession(engine).turn(prompt, settings))[-1]
+            turn = turn_of(ChatSession(engine).turn(prompt, settings))
             parted = divergence(target, base, base_tokens, turn)
             compared[name] += parted[0] if parted else min(base.n_tokens, turn.n_tokens)
             if parted:

@@ -10,7 +10,7 @@ Totals are tokens over seconds of decoding (after the first token), per category
 whole suite; llama.cpp's best fixed n-max is the one with the highest suite total. Also writes
 the specchat arms as `specchat bench` would (bench.json, bench.csv, bench.svg).
 
-    .venv/bin/python bench/policy_vs_llamacpp.py --repeats 1 --out docs/policy.md
+    .venv/bin/python -m specchat.bench.policy_vs_llamacpp --repeats 1 --out docs/policy.md
 """
 
 from __future__ import annotations
@@ -20,19 +20,19 @@ import os
 import platform
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import llama_cpp
 import numpy as np
-from vs_llamacpp import build_tools, llama_source, speculative_simple, write_section
 
 from specchat.bench import chart, report
 from specchat.bench.runner import Arm, BenchRunner, Run, load_prompts
-from specchat.catalog.catalog import resolve_model
+from specchat.bench.tools import ToolRun, build_tools, llama_source, speculative_simple, write_section
 from specchat.engine.loop import DraftSettings
 from specchat.engine.sampling import SamplingParams
-from specchat.loading import ModelOptions, load_drafter, load_target
+from specchat.loading import load_drafter, load_target
+from specchat.settings import ModelOptions
 
 ADAPTIVE = "ngram+default adaptive k<=8"
 NGRAM = "ngram adaptive k<=8"
@@ -40,12 +40,12 @@ NGRAM = "ngram adaptive k<=8"
 
 @dataclass
 class Simple:
+    """One llama-speculative-simple run of a suite prompt."""
+
     category: str
     prompt: str
     n_max: int
-    tokens: int
-    seconds: float
-    acceptance: float
+    run: ToolRun
 
 
 def rate(pairs: list[tuple[int, float]]) -> float:
@@ -74,7 +74,9 @@ def main() -> int:
     drafters = {spec: load_drafter(spec, target, SamplingParams(), rng, options)
                 for spec in dict.fromkeys(a.drafter for a in arms)}
     runner = BenchRunner(target, drafters, arms)
-    target_path, draft_path = resolve_model("default", "target"), resolve_model("default", "draft")
+    draft_model = drafters["default"].model
+    assert draft_model is not None
+    target_path, draft_path = target.path, draft_model.path
 
     runs: list[Run] = []
     simple: list[Simple] = []
@@ -88,7 +90,7 @@ def main() -> int:
             for n in n_maxes:
                 r = speculative_simple(bin_dir, target_path, draft_path, text,
                                        p.max_tokens or 96, n, args.threads)
-                simple.append(Simple(p.category, p.name, n, r.tokens, r.seconds, r.acceptance))
+                simple.append(Simple(p.category, p.name, n, r))
                 print(f"r{repeat} {p.category}/{p.name} spec-simple n-max {n}: {r.tok_s:.2f}",
                       file=sys.stderr, flush=True)
 
@@ -100,7 +102,7 @@ def main() -> int:
 
     def theirs(n: int, category: str | None = None) -> float:
         mine = [s for s in simple if s.n_max == n and category in (None, s.category)]
-        return rate([(s.tokens, s.seconds) for s in mine])
+        return rate([(s.run.tokens, s.run.seconds) for s in mine])
 
     best_n = max(n_maxes, key=theirs)
     rows = ["| category | target only | specchat best fixed k (0.5B) | llama-speculative-simple "
@@ -116,9 +118,10 @@ def main() -> int:
             f"({ours(NGRAM, category) / base:.2f}x) | {adaptive:.2f} | {adaptive / base:.2f}x "
             f"| {adaptive / them:.2f}x |")
     predicted = [r.tokens_per_second / r.predicted_tokens_per_second for r in runs
-                 if r.arm in (ADAPTIVE, NGRAM) and r.predicted_tokens_per_second]
+                 if r.arm in (ADAPTIVE, NGRAM) and r.tokens_per_second
+                 and r.predicted_tokens_per_second]
     by_n = ", ".join(f"n-max {n}: {theirs(n):.2f} tok/s, acceptance "
-                     f"{statistics.fmean(s.acceptance for s in simple if s.n_max == n):.0%}"
+                     f"{statistics.fmean(s.run.acceptance or 0.0 for s in simple if s.n_max == n):.0%}"
                      for n in n_maxes)
     by_k = ", ".join(f"k={k}: {ours(f'default k={k}'):.2f}" for k in ks)
     table = "\n".join([
@@ -140,7 +143,7 @@ def main() -> int:
     summaries = report.summarize(runs)
     args.results.mkdir(parents=True, exist_ok=True)
     meta = {"target": target.name, "arms": [a.label for a in arms], "repeats": args.repeats,
-            "simple": [s.__dict__ for s in simple]}
+            "simple": [asdict(s) for s in simple]}
     report.write_json(args.results / "bench.json", meta, runs, summaries)
     report.write_csv(args.results / "bench.csv", summaries)
     chart.write_svg(args.results / "bench.svg", summaries, f"{target.name}, bench suite")

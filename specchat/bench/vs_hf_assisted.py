@@ -11,7 +11,7 @@ Rates are end to end (prompt included: generated tokens over wall seconds), the 
 `generate()` offers; it does not report an acceptance rate either, so that column is specchat's
 alone. Outputs are compared token by token.
 
-    .venv/bin/python bench/vs_hf_assisted.py --repeats 2 --tokens 64 --k 3 --out docs/transformers.md
+    .venv/bin/python -m specchat.bench.vs_hf_assisted --repeats 2 --tokens 64 --k 3 --out docs/transformers.md
 """
 
 from __future__ import annotations
@@ -26,16 +26,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from vs_llamacpp import write_section
 
 from specchat.backends.hf import TransformersBackend
-from specchat.backends.llamacpp import LlamaCppBackend
 from specchat.bench.runner import load_prompts
-from specchat.catalog.catalog import models_dir, resolve_model
+from specchat.bench.tools import write_section
 from specchat.engine.compare import first_divergence
-from specchat.engine.drafters import ModelDrafter, NoDrafter
+from specchat.engine.drafters import NoDrafter
+from specchat.engine.events import turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
+from specchat.loading import load_drafter, load_target
+from specchat.settings import ModelOptions
 
 PROMPTS = ("short/http-codes", "code/bst", "domain/sql")
 GREEDY = SamplingParams()
@@ -73,7 +74,7 @@ def hf_generate(target: TransformersBackend, draft: TransformersBackend | None, 
 
 def specchat_generate(engine: SpeculativeEngine, ids: list[int], n: int) -> Result:
     engine.clear_caches()
-    turn = list(engine.generate(ids, GenerationSettings(max_tokens=n)))[-1]
+    turn = turn_of(engine.generate(ids, GenerationSettings(max_tokens=n)))
     return Result(turn.token_ids, turn.wall_s, turn.acceptance_rate)
 
 
@@ -86,11 +87,15 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
-    paths = resolve_model("default", "target"), resolve_model("default", "draft")
-    hf_t, hf_d = (TransformersBackend(p, models_dir(), device="cpu", n_threads=args.threads)
-                  for p in paths)
-    ll_t, ll_d = (LlamaCppBackend(p, n_threads=args.threads, n_gpu_layers=0) for p in paths)
     rng = np.random.default_rng(0)
+    hf_options = ModelOptions(threads=args.threads, backend="transformers", device="cpu",
+                              dtype="float32")
+    ll_options = ModelOptions(threads=args.threads, target_gpu_layers=0, draft_gpu_layers=0)
+    hf_t, ll_t = load_target("default", hf_options), load_target("default", ll_options)
+    hf_drafter = load_drafter("default", hf_t, GREEDY, rng, hf_options)
+    ll_drafter = load_drafter("default", ll_t, GREEDY, rng, ll_options)
+    hf_d = hf_drafter.model
+    assert isinstance(hf_t, TransformersBackend) and isinstance(hf_d, TransformersBackend)
     arms = {
         "HF generate, target only": lambda ids: hf_generate(hf_t, None, ids, args.tokens, args.k),
         f"HF assisted generation, k={args.k}":
@@ -100,12 +105,10 @@ def main() -> int:
                                           args.tokens),
         f"specchat transformers, k={args.k}":
             lambda ids: specchat_generate(SpeculativeEngine(
-                hf_t, ModelDrafter(hf_d, GREEDY, rng), GREEDY, DraftSettings(k=args.k)), ids,
-                args.tokens),
+                hf_t, hf_drafter, GREEDY, DraftSettings(k=args.k)), ids, args.tokens),
         f"specchat llama.cpp, k={args.k}":
             lambda ids: specchat_generate(SpeculativeEngine(
-                ll_t, ModelDrafter(ll_d, GREEDY, rng), GREEDY, DraftSettings(k=args.k)), ids,
-                args.tokens),
+                ll_t, ll_drafter, GREEDY, DraftSettings(k=args.k)), ids, args.tokens),
     }
     wanted = [p for p in load_prompts() if f"{p.category}/{p.name}" in PROMPTS]
     results: dict[str, list[Result]] = {a: [] for a in arms}
@@ -145,9 +148,8 @@ def main() -> int:
         lines.append(f"| {arm} | {rate(arm):.2f} | {rate(arm) / base:.2f}x | "
                      f"{statistics.fmean(acc):.0%} |" if acc else
                      f"| {arm} | {rate(arm):.2f} | {rate(arm) / base:.2f}x | – |")
-    ours, theirs = rate(f"specchat transformers, k={args.k}"), \
-        rate(f"HF assisted generation, k={args.k}")
-    lines += ["", f"specchat transformers / HF assisted generation: {ours / theirs:.2f}x. "
+    ratio = rate(f"specchat transformers, k={args.k}") / rate(f"HF assisted generation, k={args.k}")
+    lines += ["", f"specchat transformers / HF assisted generation: {ratio:.2f}x. "
                   "generate() does not report its acceptance.",
               "Outputs, HF assisted vs specchat transformers (k the same, greedy): "
               + "; ".join(same) + "."]

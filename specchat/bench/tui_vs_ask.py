@@ -6,7 +6,7 @@ Textual app headless (Pilot: it lays out and renders every update, just not to a
 terminal), same prompt, draft, k and greedy sampling, on the default pair. Both report the
 engine's own decode rate (`tokens_per_second` of the turn); the ratio is taken per repeat.
 
-    .venv/bin/python bench/tui_vs_ask.py --repeats 3 --tokens 96
+    .venv/bin/python -m specchat.bench.tui_vs_ask --repeats 3 --tokens 96
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from specchat.chat.history import HistoryStore
-from specchat.engine.loop import DraftSettings, GenerationSettings
+from specchat.settings import DraftOptions, SamplingOptions, Settings
 from specchat.ui.app import AppSettings, SpecchatApp
 from specchat.ui.widgets import PromptInput
 
@@ -37,19 +37,20 @@ def ask_rate(tokens: int, k: int) -> float:
 
 def tui_rate(tokens: int, k: int) -> float:
     scratch = tempfile.mkdtemp()  # keep bench chats out of the user's history
-    app = SpecchatApp(AppSettings(draft_settings=DraftSettings(k=k), measure_baseline=False,
-                                  generation=GenerationSettings(max_tokens=tokens)),
+    settings = Settings(draft=DraftOptions(k=k), sampling=SamplingOptions(max_tokens=tokens))
+    app = SpecchatApp(AppSettings(settings, measure_baseline=False),
                       HistoryStore(Path(scratch) / "history.sqlite3"))
 
     async def run() -> float:
         async with app.run_test(size=(140, 45)) as pilot:
-            while app.session is None or app.query_one(PromptInput).disabled:
+            chat = app.chat
+            while chat.session is None or chat.query_one(PromptInput).disabled:
                 await pilot.pause(0.1)
-            app.query_one(PromptInput).text = PROMPT
+            chat.query_one(PromptInput).text = PROMPT
             await pilot.press("enter")
-            while app.last_turn is None:  # a plain sleep: pilot.pause() would make the app
+            while chat.last_turn is None:  # a plain sleep: pilot.pause() would make the app
                 await asyncio.sleep(0.25)  # wait for idle and add work a real user never does
-            return app.last_turn.tokens_per_second
+            return chat.last_turn.tokens_per_second or 0.0
 
     return asyncio.run(run())
 

@@ -1,0 +1,67 @@
+"""The small value types the engine's parts hand each other: a drafter's `Draft`, the round's
+`Plan` a drafter asks how far to draft, and the `RowSummary` of one logits row.
+
+They live apart from the code that makes them so that the drafters, the policy and the loop
+can all name them without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+
+class RowSummary(NamedTuple):
+    """What verification and the stats need of one logits row."""
+
+    top: int
+    """The argmax token id."""
+    gap: float
+    """Top-1 minus top-2 logit (how near a tie the greedy choice was)."""
+    lse: float
+    """log-sum-exp of the row: p(token) = exp(logit - lse)."""
+
+
+@dataclass
+class Draft:
+    tokens: list[int] = field(default_factory=list)
+    q: list[float] = field(default_factory=list)
+    """The drafter's probability of each proposed token."""
+    dists: list[np.ndarray] | None = None
+    """Full draft distributions (sampling with a model drafter); None means point masses."""
+    source: str = ""
+    """Which drafter (and for the n-gram drafter, which match length) proposed it; the policy
+    keeps its statistics per source."""
+    conf: list[float] = field(default_factory=list)
+    """The drafter's confidence in each token (its top probability); empty for drafters that
+    have none."""
+    uses_passes: bool = False
+    """The drafter ran a model pass per token (its cost grows with the length)."""
+    behind: int = 0
+    """Committed tokens a draft model had to catch up on before drafting."""
+    catchup_s: float = 0.0
+    """Seconds its catch-up pass took (it also yields the first draft token's row)."""
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+class Plan(Protocol):
+    """One round's drafting budget, asked by the drafter as it drafts."""
+
+    declined: bool
+    """The policy chose not to draft this round although the drafter could have."""
+    asked: int
+    """The draft length the plan last allowed (the k of the round)."""
+
+    def k(self, source: str, uses_passes: bool, behind: int = 0) -> int:
+        """How many tokens `source` may draft this round (0: do not draft); a model drafter
+        says how many committed tokens it must catch up on first."""
+        ...
+
+    def keep(self, source: str, i: int, conf: float) -> bool:
+        """Whether draft token i, proposed with confidence `conf`, should be kept (and
+        drafting go on)."""
+        ...

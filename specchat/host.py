@@ -1,0 +1,146 @@
+"""The models behind the app, with no UI in it: load and swap them, configure sampling, measure
+the target-only rate, record race lanes, and hold a turn between rounds in step-through mode.
+
+Every method that touches a model runs on a worker thread and returns what it made; the app
+keeps the result (or drops it) on its own thread, so no app state changes off the UI thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from specchat.chat.session import Conversation
+from specchat.engine.drafters import Drafter, NoDrafter
+from specchat.engine.events import Event, RoundEvent, TurnEvent, turn_of
+from specchat.engine.loop import GenerationSettings, SpeculativeEngine
+from specchat.engine.sampling import SamplingParams
+from specchat.loading import build_engine, fit_drafter, load_drafter, load_target
+from specchat.settings import Settings
+from specchat.trace import Lane
+
+BASELINE_TOKENS = 16
+WARMUP_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A measured target-only decode rate and what it was measured on."""
+
+    tokens_per_second: float
+    how: str
+
+
+class StepGate:
+    """Step-through mode, shared by the UI thread (which turns it on and lets rounds go) and
+    the worker (which waits here after each round). Both sides only touch threading.Events."""
+
+    def __init__(self) -> None:
+        self._on = threading.Event()
+        self._next = threading.Event()
+
+    @property
+    def on(self) -> bool:
+        return self._on.is_set()
+
+    def turn(self, on: bool) -> None:
+        if on:
+            self._on.set()
+        else:
+            self._on.clear()
+            self._next.set()  # a worker waiting now runs on
+
+    def step(self) -> None:
+        """Let the waiting round go (Space, Esc)."""
+        self._next.set()
+
+    def reset(self) -> None:
+        self._next.clear()
+
+    def hold(self, cancel: threading.Event) -> float:
+        """In step mode (and not stopping), wait for `step`; return the seconds waited."""
+        if not self.on or cancel.is_set():
+            return 0.0
+        paused = time.monotonic()
+        self._next.wait()
+        self._next.clear()
+        return time.monotonic() - paused
+
+
+def round_batches(events: Iterable[Event]) -> Iterator[list[Event]]:
+    """The stream cut after each round summary and after the turn summary: what the UI draws at
+    once."""
+    batch: list[Event] = []
+    for event in events:
+        batch.append(event)
+        if isinstance(event, (RoundEvent, TurnEvent)):
+            yield batch
+            batch = []
+
+
+class ModelHost:
+    """Builds and changes engines from the settings; owns no app state."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def load(self) -> SpeculativeEngine:
+        """Target and drafter from the settings (the drafter checked before it loads)."""
+        return build_engine(self.settings)
+
+    @staticmethod
+    def measure_baseline(engine: SpeculativeEngine) -> Baseline | None:
+        """Warm both models up, then time BASELINE_TOKENS greedy target-only tokens."""
+        target = engine.target
+        ids = target.tokenize(target.render_chat([("user", "Say hello.")]))
+        # right after loading, the weights are still being paged in: a rate measured then
+        # would be several times too low
+        list(engine.generate(ids, GenerationSettings(max_tokens=WARMUP_TOKENS)))
+        plain = SpeculativeEngine(target, NoDrafter(), SamplingParams())
+        turn = turn_of(plain.generate(ids, GenerationSettings(max_tokens=BASELINE_TOKENS)))
+        if not turn.tokens_per_second:
+            return None
+        return Baseline(turn.tokens_per_second,
+                        f"target only, {BASELINE_TOKENS} greedy tokens at start")
+
+    def load_drafter(self, engine: SpeculativeEngine, spec: str) -> Drafter:
+        """A drafter for the engine's target, sharing its generator (one seed, one run)."""
+        return load_drafter(spec, engine.target, engine.sampling, engine.rng, self.settings.models)
+
+    def load_target(self, engine: SpeculativeEngine, spec: str) -> tuple[SpeculativeEngine, str]:
+        """An engine on a new target that keeps the drafter where it can draft for it (else
+        none, and the reason). The old target is freed; the policy keeps its measured costs."""
+        target = load_target(spec, self.settings.models)
+        drafter, reason = fit_drafter(target, engine.drafter)
+        engine.target.close()
+        fresh = SpeculativeEngine(target, drafter, engine.sampling, engine.draft_settings,
+                                  engine.rng)
+        return fresh, f"; draft set to none: {reason}" if reason else ""
+
+    def configure(self, engine: SpeculativeEngine) -> None:
+        """Apply the sampling and draft settings to the engine from its next turn on."""
+        engine.configure(self.settings.sampling.params(), self.settings.draft.engine())
+
+    def race(self, engine: SpeculativeEngine, text: str, cancel: threading.Event,
+             on_lane: Callable[[int, str], None] | None = None) -> list[Lane]:
+        """Target-only, then the engine's own drafter, each alone from empty caches on the same
+        prompt: the lanes a race plays side by side."""
+        target = engine.target
+        sampling = self.settings.sampling
+        ids = target.tokenize(target.render_chat(
+            Conversation(system=sampling.system).with_user(text)))
+        plain = SpeculativeEngine(target, NoDrafter(), engine.sampling,
+                                  rng=np.random.default_rng(engine.sampling.seed))
+        lanes = []
+        for i, (label, racer) in enumerate((
+                ("target only", plain),
+                (f"speculative: {engine.drafter.name}, {engine.policy.name}", engine))):
+            if on_lane is not None:
+                on_lane(i, label)
+            engine.clear_caches()  # both lanes evaluate the whole prompt
+            lanes.append(Lane(label, list(racer.generate(ids, sampling.generation(), cancel))))
+        return lanes

@@ -1,0 +1,206 @@
+"""The one settings schema: models, draft and sampling, each a typed dataclass section.
+
+Every field carries its help text, CLI flag and form label in its metadata, so the command-line
+flags (`ask`, `chat`, the app, `bench`), the config file's `[engine]` section and the settings
+screen are all made from these classes and cannot drift apart. A field with a `label` is saved
+to the config file (where it becomes the CLI default) and shown in the settings form; an empty
+form field means the field's default, so a seed or a GPU-layer count can be set back.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from typing import Any
+
+from specchat.engine.loop import DraftSettings, GenerationSettings
+from specchat.engine.sampling import SamplingParams
+
+BACKENDS = ("llamacpp", "transformers")
+POLICIES = ("fixed", "adaptive")
+
+
+def opt(default: Any, help: str, *, kind: Callable[[str], Any] | None = None,
+        label: str | None = None, flag: str | None = None,
+        choices: tuple[str, ...] | None = None, hint: str = "") -> Any:
+    """A settings field. `kind` parses text (default: the default's type); `label` puts it in
+    the settings form and the config file; `hint` says what an empty form field means."""
+    meta = {"help": help, "kind": kind or type(default), "label": label, "flag": flag,
+            "choices": choices, "hint": hint}
+    if isinstance(default, list):
+        return field(default_factory=list, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class ModelOptions:
+    """Which models, and where and how they run."""
+
+    target: str = opt("default", "GGUF path, catalog name, or 'default'")
+    draft: str = opt("default", "GGUF path, catalog name, 'default', 'ngram', 'ngram+MODEL' "
+                                "(n-gram matches first, the model otherwise) or 'none'")
+    n_ctx: int = opt(4096, "context size in tokens", flag="--ctx")
+    threads: int | None = opt(None, "CPU threads (default: all cores)", kind=int)
+    target_gpu_layers: int | None = opt(
+        None, "layers of the target on the GPU (default: all, where a GPU backend exists)",
+        kind=int, label="target GPU layers", hint="empty = all where a GPU exists")
+    draft_gpu_layers: int | None = opt(
+        None, "layers of the draft on the GPU (default: all, where a GPU backend exists)",
+        kind=int, label="draft GPU layers", hint="empty = all where a GPU exists")
+    backend: str = opt("llamacpp", "llamacpp (GGUF) or transformers (torch: checkpoint folders "
+                                   "or GGUF, needs the transformers extra)", choices=BACKENDS)
+    device: str | None = opt(None, "transformers: cpu, cuda or mps (default: auto)", kind=str)
+    dtype: str = opt("auto", "transformers: float32, bfloat16 or float16 (default: auto)")
+    ngram_n: int = opt(3, "shortest match the n-gram drafter uses")
+    ngram_n_max: int = opt(12, "longest match it looks for first")
+
+
+def _policy(text: str) -> str:
+    if text not in POLICIES:
+        raise ValueError(text)
+    return text
+
+
+@dataclass
+class DraftOptions:
+    """How much to draft each round."""
+
+    policy: str = opt("fixed", "fixed: draft k tokens a round; adaptive: choose up to k each "
+                               "round from measured costs and acceptance", kind=_policy,
+                      choices=POLICIES, label="draft policy",
+                      hint="fixed or adaptive (chooses up to k a round)")
+    k: int = opt(3, "tokens to draft per round (adaptive: the most per round)",
+                 label="draft length k", hint="tokens drafted per round (adaptive: at most)")
+    n_min: int = opt(0, "drop drafts shorter than this", label="minimum draft")
+    p_min: float = opt(0.0, "stop drafting when the draft's top probability is below this",
+                       label="confidence stop", hint="stop drafting below this draft probability")
+
+    def engine(self) -> DraftSettings:
+        return DraftSettings(self.k, self.n_min, self.p_min, self.policy == "adaptive")
+
+
+@dataclass
+class SamplingOptions:
+    """How each reply is sampled and when it ends."""
+
+    temperature: float = opt(0.0, "0 = greedy", label="temperature")
+    top_k: int = opt(0, "0 = off", label="top-k")
+    top_p: float = opt(1.0, "1 = off", label="top-p")
+    seed: int | None = opt(None, "random seed (default: random)", kind=int, label="seed",
+                           hint="empty = random")
+    max_tokens: int = opt(256, "tokens per reply", label="max tokens", hint="per reply")
+    stop: list[str] = opt([], "stop string (repeatable)", kind=str)
+    system: str | None = opt(None, "system message", kind=str)
+
+    def params(self) -> SamplingParams:
+        return SamplingParams(self.temperature, self.top_k, self.top_p, self.seed)
+
+    def generation(self) -> GenerationSettings:
+        return GenerationSettings(max_tokens=self.max_tokens, stop=list(self.stop))
+
+
+@dataclass
+class Settings:
+    models: ModelOptions = field(default_factory=ModelOptions)
+    draft: DraftOptions = field(default_factory=DraftOptions)
+    sampling: SamplingOptions = field(default_factory=SamplingOptions)
+
+    def sections(self) -> Iterator[tuple[str, Any]]:
+        yield from ((f.name, getattr(self, f.name)) for f in fields(self))
+
+    def saved(self) -> dict[str, Any]:
+        """The `[engine]` section of the config file: every form field that is not None."""
+        return {f.name: getattr(section, f.name) for _, section in self.sections()
+                for f in fields(section) if f.metadata["label"] and getattr(section, f.name) is not None}
+
+
+SECTIONS = {"models": ModelOptions, "draft": DraftOptions, "sampling": SamplingOptions}
+
+
+def _default(f: Field) -> Any:
+    return [] if f.default is MISSING else f.default
+
+
+def form_fields() -> list[tuple[str, Field]]:
+    """(section, field) of every field in the settings form, in form order."""
+    order = ("draft", "sampling", "models")
+    return [(name, f) for name in order for f in fields(SECTIONS[name]) if f.metadata["label"]]
+
+
+def parse_field(f: Field, text: str) -> Any:
+    """A form or config value: empty means the default; raises ValueError naming the field."""
+    text = text.strip()
+    if not text:
+        return _default(f)
+    try:
+        return f.metadata["kind"](text)
+    except ValueError:
+        help = f.metadata["hint"] or f.metadata["help"]
+        raise ValueError(f"{f.metadata['label'] or f.name}: {text!r} is not valid ({help})") from None
+
+
+def from_form(base: Settings, values: dict[str, str]) -> Settings:
+    """`base` with every form field replaced by what the form holds (empty: the default)."""
+    changed: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    for name, f in form_fields():
+        changed[name][f.name] = parse_field(f, values.get(f.name, ""))
+    return Settings(**{name: replace(section, **changed[name]) for name, section in base.sections()})
+
+
+def from_config(engine: dict[str, Any]) -> tuple[Settings, list[str]]:
+    """Settings from the config file's `[engine]` section, and one line for each value that
+    could not be used (the default stands in for it)."""
+    problems: list[str] = []
+    settings = Settings()
+    for name, f in form_fields():
+        if f.name not in engine:
+            continue
+        value = engine[f.name]
+        try:
+            typed = parse_field(f, str(value))
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise ValueError(f"{f.name}: {value!r} is not valid")
+        except ValueError as exc:
+            problems.append(f"config [engine] {exc}; using the default")
+            continue
+        setattr(getattr(settings, name), f.name, typed)
+    return settings, problems
+
+
+def _flag(f: Field) -> str:
+    return f.metadata["flag"] or "--" + f.name.replace("_", "-")
+
+
+def add_arguments(parser: argparse.ArgumentParser, defaults: Settings,
+                  sections: Iterable[str] = tuple(SECTIONS), skip: Iterable[str] = ()) -> None:
+    """One argument group per section, with `defaults` (the config file's) as the defaults."""
+    for name, section in defaults.sections():
+        if name not in sections:
+            continue
+        group = parser.add_argument_group(name)
+        for f in fields(section):
+            if f.name in skip:
+                continue
+            default = getattr(section, f.name)
+            kw: dict[str, Any] = {"dest": f"{name}.{f.name}", "default": default,
+                                  "help": f.metadata["help"]}
+            if isinstance(default, list):
+                kw.update(action="append", default=list(default))
+            else:
+                kw.update(type=f.metadata["kind"], choices=f.metadata["choices"])
+                if default is not None:
+                    kw["help"] += " (default: %(default)s)"
+            group.add_argument(_flag(f), **kw)
+
+
+def from_args(args: argparse.Namespace, skip: Iterable[str] = ()) -> Settings:
+    """The settings the parsed flags of `add_arguments` hold (skipped fields keep defaults)."""
+    values = vars(args)
+    out = Settings()
+    for name, section in out.sections():
+        for f in fields(section):
+            key = f"{name}.{f.name}"
+            if f.name not in skip and key in values:
+                setattr(section, f.name, values[key])
+    return out

@@ -41,21 +41,27 @@ if [ "$accel" = auto ]; then
   fi
 fi
 
+# The CPU part of every build names the instruction sets /proc/cpuinfo reports instead of
+# -march=native (whose AMX code dies with SIGILL on some x86 servers, GPU servers included).
+cpu_args() {
+  if [ "$(uname -m)" = x86_64 ] && [ -r /proc/cpuinfo ]; then
+    local flags args="-DGGML_NATIVE=OFF" f name
+    flags=$(grep -m1 '^flags' /proc/cpuinfo)
+    for f in avx avx2 fma f16c bmi2 avx512f; do
+      if grep -qw "$f" <<<"$flags"; then
+        name=$(tr '[:lower:]' '[:upper:]' <<<"$f"); name=${name/AVX512F/AVX512}
+        args="$args -DGGML_$name=ON"
+      fi
+    done
+    echo "$args"
+  fi
+}
+
 if [ -z "${CMAKE_ARGS:-}" ]; then
   case "$accel" in
-    cuda) CMAKE_ARGS="-DGGML_CUDA=on" ;;
+    cuda) CMAKE_ARGS="-DGGML_CUDA=on $(cpu_args)"; CMAKE_ARGS=${CMAKE_ARGS% } ;;
     metal) CMAKE_ARGS="-DGGML_METAL=on" ;;
-    cpu)
-      if [ "$(uname -m)" = x86_64 ] && [ -r /proc/cpuinfo ]; then
-        flags=$(grep -m1 '^flags' /proc/cpuinfo)
-        CMAKE_ARGS="-DGGML_NATIVE=OFF"
-        for f in avx avx2 fma f16c bmi2 avx512f; do
-          if grep -qw "$f" <<<"$flags"; then
-            name=$(tr '[:lower:]' '[:upper:]' <<<"$f"); name=${name/AVX512F/AVX512}
-            CMAKE_ARGS="$CMAKE_ARGS -DGGML_$name=ON"
-          fi
-        done
-      fi ;;
+    cpu) CMAKE_ARGS="$(cpu_args)" ;;
     *) echo "install.sh: SPECCHAT_ACCEL must be auto, cpu, cuda or metal" >&2; exit 2 ;;
   esac
 fi

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 
 from specchat.backends.base import Backend
-from specchat.backends.llamacpp import LlamaCppBackend
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, models_dir, resolve_model
 from specchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter, NoDrafter
@@ -30,6 +29,8 @@ def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | 
                                    dtype=options.dtype, n_threads=options.threads)
     if options.backend != "llamacpp":
         raise SpecchatError(f"backend {options.backend!r}: choose one of {', '.join(BACKENDS)}")
+    from specchat.backends.llamacpp import LlamaCppBackend  # the transformers path needs no build
+
     return LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=gpu_layers, n_threads=options.threads)
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from scipy.stats import chisquare
 from tinymodels import TinySpec, write_tiny_gguf, write_tiny_mamba
 
-from specchat.backends.llamacpp import LlamaCppBackend
+from specchat.backends.base import Backend
 from specchat.catalog.catalog import CatalogModel
 from specchat.chat.history import HistoryStore
 from specchat.config import Config
@@ -30,8 +30,6 @@ from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeE
 from specchat.engine.sampling import SamplingParams, sample
 from specchat.engine.verify import Verdict
 from specchat.settings import DraftOptions, ModelOptions, SamplingOptions, Settings
-from specchat.ui.app import AppSettings, SpecchatApp
-from specchat.ui.widgets import PromptInput
 
 DIVERGENCES: list[str] = []
 """Each greedy divergence the end-to-end tests saw, printed at the end of the run."""
@@ -71,7 +69,11 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
     )
 
 
-def load(path: Path, n_ctx: int = 1024) -> LlamaCppBackend:
+def load(path: Path, n_ctx: int = 1024) -> Backend:
+    """A tiny model on llama.cpp (imported here, so the transformers tests need no llama.cpp
+    build: a GPU check runs them before or without one)."""
+    from specchat.backends.llamacpp import LlamaCppBackend
+
     return LlamaCppBackend(path, n_ctx=n_ctx, n_threads=1)
 
 
@@ -79,7 +81,7 @@ class RecordingBackend:
     """A real backend that also records the logits of every evaluated position, so tests can
     check each emitted token against the rows the engine itself received."""
 
-    def __init__(self, inner: LlamaCppBackend) -> None:
+    def __init__(self, inner: Backend) -> None:
         self._inner = inner
         self.rows: dict[int, np.ndarray] = {}
         """Absolute position of the token these logits choose -> the latest such row."""
@@ -109,8 +111,11 @@ def real_pair() -> tuple[Path, Path]:
 
 
 def specchat(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`specchat ARGS` as a user runs it, with its own config and models folder (and where
+    the package comes from when it is not installed, as on a GPU check's machine)."""
     env = {"SPECCHAT_CONFIG": str(tmp_path / "config.toml"),
            "SPECCHAT_MODELS_DIR": str(tmp_path / "models"), "PATH": "/usr/bin:/bin"}
+    env |= {k: os.environ[k] for k in ("PYTHONPATH", "LD_LIBRARY_PATH") if k in os.environ}
     return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True,
                           text=True, env=env, timeout=120)
 
@@ -155,7 +160,10 @@ SIZE = (150, 45)
 
 
 def make_app(tiny, tmp_path: Path, draft: str | None = None, max_tokens: int = 24,
-             config: Config | None = None) -> SpecchatApp:
+             config: Config | None = None):
+    """The app on the tiny pair with its own history and config file."""
+    from specchat.ui.app import AppSettings, SpecchatApp
+
     settings = Settings(
         ModelOptions(target=str(tiny.target), draft=draft or str(tiny.draft), n_ctx=1024,
                      threads=1),
@@ -173,12 +181,16 @@ async def until(pilot, condition, timeout: float = 30.0) -> None:
 
 
 async def ready(app, pilot) -> None:
+    from specchat.ui.widgets import PromptInput
+
     await until(pilot, lambda: app.chat.session is not None
                 and not app.chat.query_one(PromptInput).disabled)
 
 
 async def say(app, pilot, text: str) -> None:
     """Type `text`, press Enter, and wait until the turn has ended (user + reply stored)."""
+    from specchat.ui.widgets import PromptInput
+
     before = len(app.chat.session.conversation.messages)
     app.chat.query_one(PromptInput).text = text
     app.chat.query_one(PromptInput).focus()

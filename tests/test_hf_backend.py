@@ -4,6 +4,8 @@ llama.cpp tests use, so the two backends can be compared logit for logit)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -32,6 +34,10 @@ from specchat.catalog import compat  # noqa: E402
 from specchat.engine.drafters import ModelDrafter, NoDrafter  # noqa: E402
 from specchat.engine.loop import DraftSettings, SpeculativeEngine  # noqa: E402
 
+ON = {"device": os.environ.get("SPECCHAT_TEST_DEVICE") or None, "dtype": "float32"}
+"""Where these tests run (bench/gpu_check.sh sets cuda); float32 there too, since they compare
+logits with llama.cpp's."""
+
 
 @pytest.fixture(scope="module")
 def hf_dir(tmp_path_factory):
@@ -40,8 +46,8 @@ def hf_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hf_models(tiny, hf_dir):
-    target = RecordingBackend(TransformersBackend(tiny.target, hf_dir, n_ctx=1024, n_threads=1))
-    draft = TransformersBackend(tiny.draft, hf_dir, n_ctx=1024, n_threads=1)
+    target = RecordingBackend(TransformersBackend(tiny.target, hf_dir, n_ctx=1024, n_threads=1, **ON))
+    draft = TransformersBackend(tiny.draft, hf_dir, n_ctx=1024, n_threads=1, **ON)
     yield target, draft
     target.close()
     draft.close()
@@ -54,7 +60,7 @@ def ids_for(backend, text: str) -> list[int]:
 def test_a_gguf_is_converted_once_into_a_checkpoint_folder(tiny, hf_models, hf_dir):
     folder = converted_dir(tiny.target, hf_dir)
     assert (folder / "model.safetensors").exists() and (folder / "tokenizer.json").exists()
-    again = TransformersBackend(folder, hf_dir, n_ctx=256, n_threads=1)  # the folder itself
+    again = TransformersBackend(folder, hf_dir, n_ctx=256, n_threads=1, **ON)  # the folder itself
     assert again.n_vocab == hf_models[0].n_vocab and again.can_truncate
     again.close()
 
@@ -122,7 +128,7 @@ def test_the_cache_is_kept_across_turns_and_cropped_to_the_committed_tokens(hf_m
 
 
 def test_incompatible_checkpoints_are_refused_with_the_token_that_differs(tiny, hf_dir, hf_models):
-    other = TransformersBackend(tiny.other_vocab, hf_dir, n_ctx=256, n_threads=1)
+    other = TransformersBackend(tiny.other_vocab, hf_dir, n_ctx=256, n_threads=1, **ON)
     verdict = compat.check_loaded(hf_models[0], other)
     assert not verdict.ok and "token 40 differs" in verdict.reason
     other.close()

@@ -12,11 +12,13 @@ torch and transformers are an optional extra (`pip install 'specchat[transformer
 from __future__ import annotations
 
 import gc
+import inspect
 import json
 import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -106,17 +108,36 @@ class TransformersBackend:
                 folder, dtype=getattr(torch, dtype)).to(self.device).eval()
         except (ValueError, OSError, KeyError) as exc:
             raise ModelFileError(f"{folder}: transformers cannot load it: {exc}") from None
+        self._setup(torch, transformers, n_ctx, self.tokenizer)
+
+    @classmethod
+    def from_model(cls, model: Any, name: str, n_ctx: int = 4096) -> TransformersBackend:
+        """A backend over a model already on its device, with no tokenizer: `eval`, `truncate`
+        and the cache work, text does not (speed checks of random-weight models)."""
+        torch, transformers = _torch()
+        self = cls.__new__(cls)
+        self.path, self.name, self.model = Path(name), name, model
+        self.device = str(next(model.parameters()).device.type)
+        self.tokenizer = None
+        self._setup(torch, transformers, n_ctx, None)
+        return self
+
+    def _setup(self, torch: Any, transformers: Any, n_ctx: int, tokenizer: Any) -> None:
         config = self.model.config
         self.n_vocab = int(config.vocab_size)
         limit = getattr(config, "max_position_embeddings", None) or n_ctx
         self.n_ctx = min(n_ctx, int(limit))
         self._cache = transformers.DynamicCache(config=config)
         self.can_truncate = bool(self._cache.is_croppable)
+        # transformers 5.24 names the forward's cache argument `cache`, earlier 5.x releases
+        # `past_key_values`; one that is not named is silently ignored, so ask the model
+        forward = inspect.signature(self.model.forward).parameters
+        self._cache_arg = "cache" if "cache" in forward else "past_key_values"
         self.tokens: list[int] = []
         self.passes = 0
         self._torch = torch
-        self._pieces = _token_pieces(self.tokenizer)
-        self._eog = _eog_ids(self.tokenizer, self.model)
+        self._pieces = _token_pieces(tokenizer) if tokenizer is not None else []
+        self._eog = _eog_ids(tokenizer, self.model) if tokenizer is not None else set()
 
     # -- text ---------------------------------------------------------------------------------
     def tokenize(self, text: str, *, special: bool = True) -> list[int]:
@@ -144,10 +165,12 @@ class TransformersBackend:
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
         try:
             with torch.inference_mode():
-                out = self.model(input_ids=ids, cache=self._cache, use_cache=True,
+                out = self.model(input_ids=ids, use_cache=True, **{self._cache_arg: self._cache},
                                  logits_to_keep=len(tokens) - logits_from)
         except (RuntimeError, ValueError) as exc:  # out of memory, a device error
-            self._cache.crop(start)  # leave the cache as it was before this call
+            grown = self._cache.get_seq_length() - start
+            if grown > 0:
+                self._cache.crop(-grown)  # leave the cache as it was before this call
             raise DecodeError(f"{self.name}: the forward pass failed ({exc})") from None
         finally:
             self.passes += 1

@@ -40,5 +40,5 @@ installed() { "$py" -c "import importlib.metadata as m; print('$1==' + m.version
 rm -f "$dir"/wheels/*.whl
 "$py" -m pip download --quiet --no-deps --only-binary=:all: -d "$dir/wheels" \
   "$(installed textual)" "$(installed rich)" mdit-py-plugins linkify-it-py uc-micro-py \
-  platformdirs tomli_w gguf diskcache
+  platformdirs tomli_w gguf diskcache textual-plotext "plotext<6"
 echo "$out: $(du -h "$out" | cut -f1); wheels: $(ls "$dir/wheels" | wc -l) files, $(du -sh "$dir/wheels" | cut -f1)"

@@ -10,29 +10,21 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
+from specchat import costs
 from specchat.chat.session import Conversation
+from specchat.costs import Costs
+from specchat.engine import kvsync
 from specchat.engine.drafters import Drafter, NoDrafter
-from specchat.engine.events import Event, RoundEvent, TurnEvent, turn_of
+from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
-from specchat.engine.sampling import SamplingParams
 from specchat.loading import build_engine, fit_drafter, load_drafter, load_target
 from specchat.settings import Settings
 from specchat.trace import Lane
 
-BASELINE_TOKENS = 16
 WARMUP_TOKENS = 8
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """A measured target-only decode rate and what it was measured on."""
-
-    tokens_per_second: float
-    how: str
 
 
 class StepGate:
@@ -93,19 +85,31 @@ class ModelHost:
         return build_engine(self.settings)
 
     @staticmethod
-    def measure_baseline(engine: SpeculativeEngine) -> Baseline | None:
-        """Warm both models up, then time BASELINE_TOKENS greedy target-only tokens."""
+    def warm_up(engine: SpeculativeEngine) -> None:
+        """A short turn of both models: right after loading, the weights are still being paged
+        in, and the first reply's rates would be several times too low. (Each reply's speedup
+        is measured against target-only steps timed after it, at its own depth: see
+        GenerationSettings.baseline_steps.)"""
         target = engine.target
         ids = target.tokenize(target.render_chat([("user", "Say hello.")]))
-        # right after loading, the weights are still being paged in: a rate measured then
-        # would be several times too low
         list(engine.generate(ids, GenerationSettings(max_tokens=WARMUP_TOKENS)))
-        plain = SpeculativeEngine(target, NoDrafter(), SamplingParams())
-        turn = turn_of(plain.generate(ids, GenerationSettings(max_tokens=BASELINE_TOKENS)))
-        if not turn.tokens_per_second:
-            return None
-        return Baseline(turn.tokens_per_second,
-                        f"target only, {BASELINE_TOKENS} greedy tokens at start")
+        engine.clear_caches()
+
+    @staticmethod
+    def measure_costs(engine: SpeculativeEngine, repeats: int = 3) -> Costs:
+        """Time the target verifying 1..16 tokens and one draft pass at the conversation's depth
+        (a short prompt first if nothing was said yet); the caches are left as they were."""
+        target = engine.target
+        if not target.tokens:
+            ids = target.tokenize(target.render_chat([("user", "Say hello.")]))
+            target.eval(ids, len(ids) - 1)
+        verify = costs.verify_ms(target, repeats)
+        model, draft = engine.drafter.model, 0.0
+        if model is not None:
+            todo = kvsync.pending(model, target.tokens)  # catch up, as its next proposal would
+            model.eval(todo, len(todo) - 1)
+            draft = costs.draft_pass_ms(model, repeats * 2)
+        return Costs(tuple(verify), draft, len(target.tokens))
 
     def load_drafter(self, engine: SpeculativeEngine, spec: str) -> Drafter:
         """A drafter for the engine's target, sharing its generator (one seed, one run)."""

@@ -38,6 +38,9 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
         parts.append(f"mean accepted length {turn.mean_accepted_length or 0:.2f}")
     if turn.tokens_per_second is not None:
         parts.append(f"decode {turn.tokens_per_second:.1f} tok/s")
+    if turn.speedup is not None and turn.draft != "none":
+        parts.append(f"speedup {turn.speedup:.2f}x vs target-only "
+                     f"{turn.baseline_tokens_per_second or 0:.1f} tok/s ({turn.baseline_source})")
     if turn.predicted_tokens_per_second is not None:
         parts.append(f"predicted {turn.predicted_tokens_per_second:.1f} tok/s")
     if turn.declined_rounds:

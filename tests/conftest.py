@@ -167,8 +167,8 @@ def make_app(tiny, tmp_path: Path, draft: str | None = None, max_tokens: int = 2
     settings = Settings(
         ModelOptions(target=str(tiny.target), draft=draft or str(tiny.draft), n_ctx=1024,
                      threads=1),
-        DraftOptions(k=3), SamplingOptions(max_tokens=max_tokens))
-    return SpecchatApp(AppSettings(settings, measure_baseline=True), HistoryStore(tmp_path / "history.sqlite3"),
+        DraftOptions(policy="fixed", k=3), SamplingOptions(max_tokens=max_tokens))
+    return SpecchatApp(AppSettings(settings, warm_up=True), HistoryStore(tmp_path / "history.sqlite3"),
                        config or Config(tmp_path / "config.toml"))
 
 

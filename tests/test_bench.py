@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -68,6 +69,14 @@ def test_runs_and_summaries_agree_with_the_events_they_consumed(tiny):
             assert s.acceptance == pytest.approx(sum(r.accepted for r in mine)
                                                  / sum(r.drafted for r in mine))
         assert s.latency_p50_s <= s.latency_p95_s
+        reported = [r.reported_speedup for r in mine]
+        assert all(x is not None and x > 0 for x in reported)  # each turn timed its baseline
+        assert s.reported_speedup == pytest.approx(statistics.median(reported))
+        plain = {(r.prompt, r.repeat): r.tokens_per_second for r in runs if r.drafter == "none"}
+        ratios = [r.reported_speedup / (r.tokens_per_second / plain[(r.prompt, r.repeat)])
+                  for r in mine]
+        assert s.reported_over_measured == pytest.approx(statistics.median(ratios))
+    assert base.reported_speedup is None
     assert by[("edit", "ngram k=4")].runs == 2 * 2  # two edit prompts, two repeats
     target.close()
     draft.close()

@@ -12,7 +12,8 @@ TOKEN_KEYS = {"type", "kind", "id", "text", "position", "round", "p", "q", "logi
 TURN_KEYS = {
     "text", "token_ids", "prompt_token_ids", "n_tokens", "n_drafted", "n_accepted",
     "acceptance_rate", "mean_accepted_length", "tokens_per_second", "ttft_s", "wall_s",
-    "target_passes", "draft_passes", "draft", "k",
+    "target_passes", "draft_passes", "draft", "k", "speedup", "baseline_tokens_per_second",
+    "baseline_source",
 }
 
 
@@ -20,7 +21,8 @@ TURN_KEYS = {
 
 def test_json_stream_has_every_event_and_the_turn_last(tiny, tmp_path):
     proc = specchat("ask", "hello", "--target", str(tiny.target), "--draft", str(tiny.draft),
-                    "--max-tokens", "20", "--k", "3", "--json", tmp_path=tmp_path)
+                    "--max-tokens", "20", "--policy", "fixed", "--k", "3", "--json",
+                    tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     tokens = [e for e in lines if e["type"] == "token"]
@@ -31,6 +33,10 @@ def test_json_stream_has_every_event_and_the_turn_last(tiny, tmp_path):
     assert turn["type"] == "turn" and TURN_KEYS <= turn.keys()
     assert turn["token_ids"] == [e["id"] for e in tokens if e["kind"] != "rejected"]
     assert turn["k"] == 3 and turn["draft"] == "tiny-draft"
+    depth = len(turn["prompt_token_ids"]) + turn["n_tokens"]
+    assert turn["baseline_source"] == f"4 target-only steps at depth {depth}"
+    assert turn["speedup"] == pytest.approx(turn["tokens_per_second"]
+                                            / turn["baseline_tokens_per_second"])
 
 
 def test_plain_output_streams_the_reply_then_a_stats_line(tiny, tmp_path):
@@ -91,5 +97,5 @@ def test_settings_saved_in_the_config_file_become_the_defaults(tiny, tmp_path):
     turn = json.loads(proc.stdout.splitlines()[-1])
     assert turn["k"] == 2 and turn["n_tokens"] <= 5
     override = specchat("ask", "hi", "--target", str(tiny.target), "--draft", str(tiny.draft),
-                        "--json", "--k", "4", tmp_path=tmp_path)
+                        "--json", "--policy", "fixed", "--k", "4", tmp_path=tmp_path)
     assert json.loads(override.stdout.splitlines()[-1])["k"] == 4

@@ -25,7 +25,7 @@ from conftest import (
 from hypothesis import HealthCheck, given, settings
 
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
-from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent, turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.policy import FixedPolicy
 from specchat.engine.sampling import SamplingParams
@@ -307,3 +307,41 @@ def test_sampling_verdicts_carry_the_uniform_they_were_tested_with(models):
             assert refused[0].u >= min(1.0, refused[0].p / refused[0].q) - 1e-12
             assert all(e.u is None for e in refused[1:])
     assert all(e.u is None for e in tokens if e.kind in (TokenKind.CORRECTED, TokenKind.BONUS))
+
+
+def test_the_speedup_baseline_is_timed_at_the_turns_depth_and_leaves_no_trace(models):
+    """Target-only steps timed after a speculative turn give its baseline and speedup; the caches
+    are as if they never ran, and the next turn is the same as without them."""
+    target, draft = models
+    ids = prompt_ids(target, "baseline at depth")
+    runs = {}
+    for steps in (0, 3):
+        engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=3))
+        engine.clear_caches()
+        _, turn = run(engine, ids, max_tokens=24, baseline_steps=steps)
+        committed = ids + turn.token_ids
+        assert_caches_hold(committed, target, draft)
+        follow = committed + prompt_ids(target, " and then")
+        _, after = run(engine, follow, max_tokens=12)
+        runs[steps] = (turn, after)
+    plain, probed = runs[0][0], runs[3][0]
+    assert plain.speedup is None and plain.baseline_source == "not measured"
+    depth = len(ids) + probed.n_tokens
+    assert probed.baseline_source == f"3 target-only steps at depth {depth}"
+    assert probed.baseline_tokens_per_second and probed.baseline_tokens_per_second > 0
+    assert probed.speedup == pytest.approx(probed.tokens_per_second / probed.baseline_tokens_per_second)
+    assert probed.token_ids == plain.token_ids and runs[3][1].token_ids == runs[0][1].token_ids
+
+
+def test_a_target_only_turn_is_its_own_baseline_and_a_stopped_turn_has_none(models):
+    target, draft = models
+    ids = prompt_ids(target, "own baseline")
+    _, alone = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=16,
+                   baseline_steps=3)
+    assert alone.baseline_source == "this turn (target only)" and alone.speedup == pytest.approx(1.0)
+    cancel = threading.Event()
+    cancel.set()
+    engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=3))
+    stopped = turn_of(engine.generate(ids, GenerationSettings(max_tokens=16, baseline_steps=3),
+                                      cancel))
+    assert stopped.stop_reason == "cancelled" and stopped.baseline_tokens_per_second is None

@@ -37,4 +37,5 @@ def test_the_gpu_check_runs_on_the_cpu_and_writes_its_report(tmp_path):
     for heading in ("## Correctness on the device", "## What a verify pass costs",
                     "Predicted best k", "## What it could not do"):
         assert heading in report
-    assert (out / "gpu_check.log").stat().st_size > 0 and (out / "tests.xml").exists()
+    assert (out / "gpu_check.log").stat().st_size > 0
+    assert (out / "tests-llamacpp.xml").exists() and (out / "tests-transformers.xml").exists()

@@ -20,7 +20,8 @@ from specchat.ui.widgets import PromptInput
 def record(tiny, tmp_path, name: str, draft: str):
     path = tmp_path / f"{name}.jsonl"
     proc = specchat("ask", "race me", "--target", str(tiny.target), "--draft", draft,
-                    "--max-tokens", "30", "--k", "3", "--trace", str(path), tmp_path=tmp_path)
+                    "--max-tokens", "30", "--policy", "fixed", "--k", "3", "--trace", str(path),
+                    tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     return read_trace(path)
 

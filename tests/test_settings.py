@@ -40,7 +40,7 @@ def test_the_config_file_becomes_the_cli_defaults(settings):
 
 def test_flags_override_and_a_bad_config_value_is_reported_not_used():
     defaults, problems = schema.from_config({"k": "many", "seed": 5, "policy": "sometimes"})
-    assert defaults.draft.k == 3 and defaults.sampling.seed == 5
+    assert defaults.draft.k == DraftOptions().k and defaults.sampling.seed == 5
     assert len(problems) == 2 and any("draft length k" in p for p in problems)
     args = build_parser(defaults).parse_args(
         ["ask", "hi", "--k", "6", "--policy", "adaptive", "--ctx", "512", "--stop", "a",
@@ -53,6 +53,6 @@ def test_flags_override_and_a_bad_config_value_is_reported_not_used():
 
 def test_an_empty_form_field_is_the_default_and_a_bad_one_names_the_field():
     cleared = schema.from_form(Settings(sampling=SamplingOptions(seed=3)), {"seed": " "})
-    assert cleared.sampling.seed is None and cleared.draft.k == 3
+    assert cleared.sampling.seed is None and cleared.draft.k == DraftOptions().k
     with pytest.raises(ValueError, match="top-p: 'x' is not valid"):
         schema.from_form(Settings(), {"top_p": "x"})

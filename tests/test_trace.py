@@ -20,7 +20,8 @@ from specchat.ui.widgets import LiveReply, StatsPanel
 def recorded(tiny, tmp_path):
     path = tmp_path / "turn.jsonl"
     proc = specchat("ask", "trace me", "--target", str(tiny.target), "--draft", str(tiny.draft),
-                    "--max-tokens", "30", "--k", "3", "--trace", str(path), tmp_path=tmp_path)
+                    "--max-tokens", "30", "--policy", "fixed", "--k", "3", "--trace", str(path),
+                    tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     return read_trace(path)
 

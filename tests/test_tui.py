@@ -29,7 +29,7 @@ def test_a_turn_streams_coloured_tokens_and_its_stats_appear(tiny, tmp_path):
             assert TokenKind.TARGET in kinds and TokenKind.ACCEPTED in kinds
             side = str(app.chat.query_one(StatsPanel).render())
             assert "acceptance" in side and "decode tok/s" in side and "stop" in side
-            assert "target only, 16 greedy tokens at start" in side
+            assert "target-only steps at depth" in side and "speedup" in side
             assert app.chat.session.conversation.messages[-1][0] == "assistant"
     run_async(scenario)
 

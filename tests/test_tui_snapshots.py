@@ -58,7 +58,7 @@ def app(tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tiny.target.parent))
     monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
     app = make_app(tiny, tmp_path)
-    app.settings.measure_baseline = False
+    app.settings.warm_up = False
     return app
 
 

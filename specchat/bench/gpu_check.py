@@ -21,13 +21,11 @@ give, hence the measured CPU rates.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import platform
 import statistics
 import subprocess
 import tempfile
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -37,19 +35,20 @@ from typing import Any
 
 import numpy as np
 
+from specchat import costs
 from specchat.backends.base import Backend
 from specchat.bench.random_models import QWEN_05B, QWEN_7B, SMALL_DRAFT, SMALL_TARGET, Shape
 from specchat.engine.drafters import ModelDrafter, NoDrafter
 from specchat.engine.events import RoundEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.policy import expected_tokens
-from specchat.engine.sampling import SamplingParams, row_summary
+from specchat.engine.sampling import SamplingParams
 
 ACCEPT_CPU = [0.824, 0.812, 0.820, 0.857, 0.895, 0.925, 0.919, 0.947]
 """Conditional acceptance at draft positions 1..8 of the default pair (Qwen2.5-Coder 1.5B
 target, 0.5B draft, Q4_K_M), greedy, over the bench suite, on a 2-core CPU:
 `python -m specchat.bench.acceptance --k 8` (docs/gpu.md). Replace with --accept."""
-SIZES = range(1, 17)
+SIZES = costs.SIZES
 KS = (1, 2, 3, 4, 5, 6, 8)
 GREEDY = SamplingParams()
 
@@ -87,44 +86,18 @@ class BackendReport:
     error: str = ""
 
 
-def _median_ms(fn: Callable[[], None], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
-
-
 def verify_curve(target: Backend, prompt: list[int], repeats: int) -> list[dict[str, float]]:
     """Milliseconds for the target to evaluate n tokens after the prompt, a row for each."""
     target.truncate(0)
     target.eval(prompt, len(prompt) - 1)
-    base = len(target.tokens)
-    extra = prompt[:16]
-
-    def run(n: int) -> None:
-        target.truncate(base)
-        for row in target.eval(extra[:n], 0):
-            row_summary(row)
-
-    for n in SIZES:  # warm every batch size (kernels, graphs) before timing any
-        run(n)
-    ms = {n: _median_ms(functools.partial(run, n), repeats) for n in SIZES}
-    return [{"n": n, "ms": round(ms[n], 3), "ratio": round(ms[n] / ms[1], 3)} for n in SIZES]
+    ms = costs.verify_ms(target, repeats, SIZES)
+    return [{"n": n, "ms": round(m, 3), "ratio": round(m / ms[0], 3)} for n, m in zip(SIZES, ms)]
 
 
 def draft_pass_ms(draft: Backend, prompt: list[int], repeats: int) -> float:
     draft.truncate(0)
     draft.eval(prompt, len(prompt) - 1)
-    base = len(draft.tokens)
-
-    def run() -> None:
-        draft.truncate(base)
-        row_summary(draft.eval(prompt[:1], 0)[0])
-
-    run()
-    return _median_ms(run, repeats)
+    return costs.draft_pass_ms(draft, repeats)
 
 
 def engine_costs(target: Backend, draft: Backend, prompt: list[int], tokens: int,

@@ -64,6 +64,12 @@ class Summary:
     itl_sd_across_prompts_s: float | None
     """Spread of the per-prompt mean inter-token latency."""
     declined_rounds: int
+    reported_speedup: float | None = None
+    """Median over runs of the speedup each turn reported (target-only steps timed after it)."""
+    reported_over_measured: float | None = None
+    """Median over runs of that reported speedup over the back-to-back one (this run's rate
+    over the target-only run of the same prompt and repeat): 1.0 when the in-turn baseline is
+    right."""
 
 
 def summarize(runs: Sequence[Run]) -> list[Summary]:
@@ -78,8 +84,19 @@ def summarize(runs: Sequence[Run]) -> list[Summary]:
         for arm in arms:
             mine = [r for r in chosen if r.arm == arm]
             if mine:
-                out.append(_summary(category, arm, mine, step_s))
+                out.append(_with_reported(_summary(category, arm, mine, step_s), mine, base))
     return out
+
+
+def _with_reported(s: Summary, runs: Sequence[Run], base: Sequence[Run]) -> Summary:
+    plain = {(r.prompt, r.repeat): r.tokens_per_second for r in base}
+    reported = [r.reported_speedup for r in runs if r.reported_speedup]
+    ratios = [r.reported_speedup / (r.tokens_per_second / b) for r in runs
+              if r.reported_speedup and r.tokens_per_second
+              and (b := plain.get((r.prompt, r.repeat)))]
+    s.reported_speedup = statistics.median(reported) if reported else None
+    s.reported_over_measured = statistics.median(ratios) if ratios else None
+    return s
 
 
 def _rate(runs: Sequence[Run]) -> float | None:
@@ -152,14 +169,15 @@ def write_csv(path: Path, summaries: Sequence[Summary]) -> None:
             writer.writerow(["" if v is None else v for v in asdict(s).values()])
 
 
-SPEED_COLUMNS = ("tok/s", "speedup", "predicted\n(Leviathan)", "policy\npredicted tok/s",
-                 "accept", "mean acc.\nlength")
+SPEED_COLUMNS = ("tok/s", "speedup", "reported\n(in turn)", "reported /\nback-to-back",
+                 "predicted\n(Leviathan)", "policy\npredicted tok/s", "accept", "mean acc.\nlength")
 LATENCY_COLUMNS = ("latency ms\nmean", "p50", "p95", "TTFT ms\nmean", "ITL ms\nmean", "ITL p95",
                    "ITL sd across\nprompts")
 
 
 def _speed_row(s: Summary) -> list[str]:
     return [fmt(s.tokens_per_second, ".2f"), fmt(s.speedup, ".2f") + "x",
+            fmt(s.reported_speedup, ".2f"), fmt(s.reported_over_measured, ".3f"),
             fmt(s.predicted_speedup, ".2f"), fmt(s.policy_predicted_tps, ".2f"),
             fmt(s.acceptance, ".0%"), fmt(s.mean_accepted_length, ".2f")]
 
@@ -195,13 +213,15 @@ def rich_tables(summaries: Sequence[Summary], title: str) -> list:
 
 def markdown_table(summaries: Sequence[Summary]) -> str:
     """The per-category table for docs: rate, speedup (measured, predicted), acceptance."""
-    lines = ["| category | arm | tok/s | speedup | predicted (Leviathan) | policy predicted tok/s "
+    lines = ["| category | arm | tok/s | speedup | reported in turn (median) | reported / "
+             "back-to-back (median) | predicted (Leviathan) | policy predicted tok/s "
              "| acceptance | mean accepted length | TTFT ms | ITL ms mean / p95 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
         lines.append(
             f"| {s.category} | {s.arm} | {fmt(s.tokens_per_second, '.2f')} | "
-            f"{fmt(s.speedup, '.2f')}x | {fmt(s.predicted_speedup, '.2f')} | "
+            f"{fmt(s.speedup, '.2f')}x | {fmt(s.reported_speedup, '.2f')} | "
+            f"{fmt(s.reported_over_measured, '.3f')} | {fmt(s.predicted_speedup, '.2f')} | "
             f"{fmt(s.policy_predicted_tps, '.2f')} | {fmt(s.acceptance, '.0%')} | "
             f"{fmt(s.mean_accepted_length, '.2f')} | {fmt(s.ttft_mean_s, '.0f', scale=1000)} | "
             f"{fmt(s.itl_mean_s, '.0f', scale=1000)} / {fmt(s.itl_p95_s, '.0f', scale=1000)} |")

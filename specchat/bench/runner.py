@@ -27,6 +27,9 @@ from specchat.numbers import mean
 
 BUILTIN_PROMPTS = Path(__file__).with_name("prompts.toml")
 DEFAULT_MAX_TOKENS = 96
+BASELINE_STEPS = 4
+"""Target-only steps each speculative run times after itself (as the app does), for the
+speedup it reports."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,9 @@ class Run:
     plain_verify_s: float
     predicted_tokens_per_second: float | None
     declined_rounds: int
+    reported_speedup: float | None = None
+    """The speedup the turn itself reported (against target-only steps timed after it at its
+    depth), to set beside the one a back-to-back target-only run of the prompt gives."""
 
     @classmethod
     def from_events(cls, events: Iterable[Event], **labels: Any) -> Run:
@@ -137,7 +143,8 @@ class Run:
                    plain_rounds=plain_rounds, draft_s=draft_s, spec_verify_s=spec_verify_s,
                    plain_verify_s=plain_verify_s,
                    predicted_tokens_per_second=turn.predicted_tokens_per_second,
-                   declined_rounds=turn.declined_rounds)
+                   declined_rounds=turn.declined_rounds,
+                   reported_speedup=turn.speedup if turn.draft != "none" else None)
 
     @property
     def itl_mean(self) -> float | None:
@@ -173,7 +180,7 @@ class BenchRunner:
         own (or DEFAULT_MAX_TOKENS)."""
         ids = self.prompt_ids(prompt)
         settings = GenerationSettings(max_tokens=self.max_tokens or prompt.max_tokens
-                                      or DEFAULT_MAX_TOKENS)
+                                      or DEFAULT_MAX_TOKENS, baseline_steps=BASELINE_STEPS)
         for arm, engine in self.engines:
             _fresh(engine)
             yield Run.from_events(engine.generate(ids, settings), arm=arm.label,

@@ -38,7 +38,7 @@ def ask_rate(tokens: int, k: int) -> float:
 def tui_rate(tokens: int, k: int) -> float:
     scratch = tempfile.mkdtemp()  # keep bench chats out of the user's history
     settings = Settings(draft=DraftOptions(k=k), sampling=SamplingOptions(max_tokens=tokens))
-    app = SpecchatApp(AppSettings(settings, measure_baseline=False),
+    app = SpecchatApp(AppSettings(settings, warm_up=False),
                       HistoryStore(Path(scratch) / "history.sqlite3"))
 
     async def run() -> float:

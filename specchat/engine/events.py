@@ -107,6 +107,7 @@ class TurnEvent:
     draft: str
     k: int
     stop_reason: str
+    """eos, stop_string, max_tokens, context_full, or cancelled."""
     policy: str = ""
     """The draft-length policy: `fixed k=3` or `adaptive k<=8`."""
     predicted_tokens_per_second: float | None = None
@@ -114,7 +115,14 @@ class TurnEvent:
     seconds, each predicted before its round ran), beside the measured `tokens_per_second`."""
     declined_rounds: int = 0
     """Rounds the adaptive policy left to the target alone because drafting would not pay."""
-    """eos, stop_string, max_tokens, context_full, or cancelled."""
+    speedup: float | None = None
+    """tokens_per_second over baseline_tokens_per_second."""
+    baseline_tokens_per_second: float | None = None
+    """The target-only decode rate at this turn's depth, on this machine, in this run."""
+    baseline_source: str = "not measured"
+    """How the baseline was measured: `N target-only steps at depth D` (timed right after the
+    turn, continuing its text at the depth where it ended, then dropped), `this turn (target
+    only)`, or `not measured` (a stopped turn, or baseline steps off)."""
     type: str = field(default="turn", init=False)
 
     def to_json(self) -> dict[str, Any]:

@@ -9,6 +9,7 @@ handed out, so a consumer that stops listening (or cancels) always leaves consis
 from __future__ import annotations
 
 import codecs
+import statistics
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -51,6 +52,10 @@ class DraftSettings:
 class GenerationSettings:
     max_tokens: int = 256
     stop: list[str] = field(default_factory=list)
+    baseline_steps: int = 0
+    """After a speculative turn, time this many plain target steps at the depth where it ended
+    (the same `_round` a target-only turn runs; their tokens are dropped again) for the turn's
+    speedup. 0: no baseline is measured."""
 
 
 class _Reply:
@@ -212,14 +217,43 @@ class SpeculativeEngine:
         reply.finish()
         kvsync.release(self.target, committed)
         self.drafter.release(committed)
+        wall_s = clock() - t_start
+        baseline, source = None, "not measured"
+        if self.drafter.name == "none" and stats.tokens_per_second:
+            baseline, source = stats.tokens_per_second, "this turn (target only)"
+        elif settings.baseline_steps > 0 and reply.stop_reason != "cancelled":
+            step = self._plain_step_s(committed, settings.baseline_steps)
+            if step:
+                baseline = 1.0 / step
+                source = f"{settings.baseline_steps} target-only steps at depth {len(committed)}"
         yield stats.turn_event(
             text=reply.text, token_ids=reply.ids, prompt_ids=list(prompt_ids),
-            wall_s=clock() - t_start,
+            wall_s=wall_s,
             target_passes=self.target.passes - passes_at_start[0],
             draft_passes=self.drafter.passes - passes_at_start[1],
             draft=self.drafter.name, k=self.draft_settings.k, policy=self.policy.name,
-            stop_reason=reply.stop_reason,
+            stop_reason=reply.stop_reason, baseline=baseline, baseline_source=source,
         )
+
+    def _plain_step_s(self, committed: list[int], n: int) -> float | None:
+        """Median seconds of a plain target step at the depth `committed` reached: n rounds of
+        the same `_round` a target-only turn runs, continuing the text; then both caches are
+        cut back to `committed`, as if the steps never ran. None where the context is full."""
+        seq = list(committed)
+        scratch = _Reply(self.target, GenerationSettings(max_tokens=n + 1))
+        times = []
+        try:
+            for i in range(n):
+                t0 = time.perf_counter()
+                self._round(i + 1, seq, Draft(), scratch)
+                times.append(time.perf_counter() - t0)
+                if scratch.stop_reason:
+                    break
+        except ContextOverflowError:
+            pass
+        kvsync.release(self.target, committed)
+        self.drafter.release(committed)
+        return statistics.median(times) if times else None
 
     # -- one round --------------------------------------------------------------------------
     def _round(

@@ -101,7 +101,11 @@ class TurnStats:
     def turn_event(
         self, *, text: str, token_ids: list[int], prompt_ids: list[int], wall_s: float,
         target_passes: int, draft_passes: int, draft: str, k: int, policy: str, stop_reason: str,
+        baseline: float | None = None, baseline_source: str = "not measured",
     ) -> TurnEvent:
+        """The turn summary; `baseline` is the target-only decode rate the speedup is taken
+        against, and `baseline_source` says how it was measured."""
+        rate = self.tokens_per_second
         return TurnEvent(
             text=text,
             token_ids=list(token_ids),
@@ -112,7 +116,7 @@ class TurnStats:
             acceptance_rate=self.acceptance,
             mean_accepted_length=self.mean_accepted_length,
             accepted_by_position=self.by_position,
-            tokens_per_second=self.tokens_per_second,
+            tokens_per_second=rate,
             ttft_s=self.t_first if self.t_first is not None else wall_s,
             decode_s=self.decode_s,
             wall_s=wall_s,
@@ -125,4 +129,7 @@ class TurnStats:
             policy=policy,
             predicted_tokens_per_second=self.predicted_tokens_per_second,
             declined_rounds=self.declined,
+            speedup=rate / baseline if rate and baseline else None,
+            baseline_tokens_per_second=baseline,
+            baseline_source=baseline_source,
         )

@@ -27,8 +27,8 @@ from specchat.ui.theming import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_theme
 @dataclass
 class AppSettings:
     settings: Settings = field(default_factory=Settings)
-    measure_baseline: bool = True
-    """Measure the target-only rate at start for the speedup figure."""
+    warm_up: bool = True
+    """Run a short turn after loading, so the first reply is not timed while weights page in."""
     replay: Trace | None = None
     """Play this recorded turn instead of loading models."""
     replay_speed: float = 1.0

@@ -9,6 +9,7 @@ with both caches consistent, and the partial reply is kept and marked as stopped
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from dataclasses import dataclass
@@ -26,13 +27,15 @@ from textual.widgets import Footer, Header, Static
 from textual.worker import get_current_worker
 
 from specchat.chat.session import ChatSession, Conversation
+from specchat.costs import conditional
 from specchat.engine.drafters import Drafter
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.loop import SpeculativeEngine
 from specchat.engine.stats import TurnStats
 from specchat.errors import ContextOverflowError, ModelNotInstalledError, SpecchatError
-from specchat.host import Baseline, StepGate, round_batches
+from specchat.host import StepGate, round_batches
 from specchat.trace import Lane, Trace, lane_label
+from specchat.ui.cost_screen import CostScreen
 from specchat.ui.fetch_screen import FetchScreen
 from specchat.ui.history_screen import HistoryScreen
 from specchat.ui.model_menu import ModelMenu, draft_choices, target_choices
@@ -65,7 +68,6 @@ class WorkerFailed(Message):
 @dataclass
 class ModelsReady(Message):
     engine: SpeculativeEngine
-    baseline: Baseline | None
 
 
 @dataclass
@@ -89,6 +91,19 @@ class StatusLine(Message):
     text: str
 
 
+def slower_why(turn: TurnEvent) -> str:
+    """One line of why a reply was slower than the target alone, from what the turn measured:
+    a round's cost in target steps against the tokens a round yielded."""
+    if not turn.speedup or turn.speedup >= 1 or not turn.baseline_tokens_per_second \
+            or turn.rounds < 2 or not turn.mean_accepted_length:
+        return ""
+    # speedup = tokens per round (after the first) over a round's cost in target steps
+    round_steps = turn.decode_s / (turn.rounds - 1) * turn.baseline_tokens_per_second
+    per_round = (turn.n_tokens - 1) / (turn.rounds - 1)
+    return (f" · {turn.speedup:.2f}x: a round cost {round_steps:.1f} target steps for "
+            f"{per_round:.1f} tokens (F7: why)")
+
+
 class ChatScreen(Screen):
     BINDINGS = [
         Binding("escape", "stop", "Stop reply"),
@@ -101,6 +116,7 @@ class ChatScreen(Screen):
         Binding("ctrl+s", "app.settings", "Settings", priority=True),
         Binding("f5", "step_mode", "Step mode", priority=True),
         Binding("f6", "race", "Race", priority=True),
+        Binding("f7", "costs", "Why (costs)", priority=True),
     ]
     app: SpecchatApp
 
@@ -113,6 +129,8 @@ class ChatScreen(Screen):
         self.live: LiveReply | None = None
         self.stats = TurnStats()
         self.last_turn: TurnEvent | None = None
+        self.turns: list[TurnEvent] = []
+        """This conversation's finished turns (for the costs screen)."""
         self.dirty = False
         self.status_text = ""
 
@@ -143,7 +161,7 @@ class ChatScreen(Screen):
         elif s.replay is not None:
             self.start_replay(s.replay, s.replay_speed)
         else:
-            self.load_models(s.measure_baseline)
+            self.load_models(s.warm_up)
 
     @property
     def target_path(self) -> Path | None:
@@ -170,11 +188,12 @@ class ChatScreen(Screen):
 
     # -- loading ----------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="models")
-    def load_models(self, measure_baseline: bool) -> None:
+    def load_models(self, warm_up: bool) -> None:
         worker = get_current_worker()
         try:
             engine = self.app.host.load()
-            baseline = self.app.host.measure_baseline(engine) if measure_baseline else None
+            if warm_up:
+                self.app.host.warm_up(engine)
         except ModelNotInstalledError as exc:
             self.app.call_from_thread(self.app.push_screen, FetchScreen(str(exc)), self._fetched)
             return
@@ -184,20 +203,17 @@ class ChatScreen(Screen):
         if worker.is_cancelled:
             engine.close()
             return
-        self.post_message(ModelsReady(engine, baseline))
+        self.post_message(ModelsReady(engine))
 
     def _fetched(self, ok: bool | None) -> None:
         if ok:
             self.set_status("models fetched and verified; loading…")
-            self.load_models(self.app.settings.measure_baseline)
+            self.load_models(self.app.settings.warm_up)
 
     def on_models_ready(self, message: ModelsReady) -> None:
         self.session = ChatSession(message.engine,
                                    Conversation(system=self.app.settings.settings.sampling.system))
-        side = self.query_one(StatsPanel)
-        if message.baseline:
-            side.set_baseline(message.baseline.tokens_per_second, message.baseline.how)
-        side.show(self.stats, self.draft_name)
+        self.query_one(StatsPanel).show(self.stats, self.draft_name)
         self.query_one(PromptInput).disabled = False
         self.query_one(PromptInput).focus()
         assert self.target_path is not None
@@ -314,10 +330,10 @@ class ChatScreen(Screen):
     def _finish_turn(self, turn: TurnEvent) -> None:
         assert self.live is not None
         self.last_turn = turn
+        self.turns.append(turn)
         side = self.query_one(StatsPanel)
-        if turn.draft == "none" and turn.tokens_per_second:
-            side.set_baseline(turn.tokens_per_second, f"target only, measured on the last "
-                                                      f"target-only turn ({turn.n_tokens} tokens)")
+        if turn.baseline_tokens_per_second:
+            side.set_baseline(turn.baseline_tokens_per_second, turn.baseline_source)
         side.show(self.stats, turn.draft, final=turn)
         if turn.stop_reason == "cancelled":
             self.live.note = "stopped"
@@ -328,7 +344,7 @@ class ChatScreen(Screen):
         if self.conversation_id is not None:
             self.app.history.add_message(self.conversation_id, "assistant", turn.text, stats)
         self.query_one(PromptInput).cursor_blink = True
-        self.set_status(f"{turn.n_tokens} tokens · stop: {turn.stop_reason}")
+        self.set_status(f"{turn.n_tokens} tokens · stop: {turn.stop_reason}" + slower_why(turn))
 
     # -- actions ----------------------------------------------------------------------------
     def action_stop(self) -> None:
@@ -396,6 +412,20 @@ class ChatScreen(Screen):
         self.set_status("race stopped" if stopped else "race ready: both lanes recorded")
         if not stopped:
             self.app.push_screen(RaceScreen(message.lanes, self.app.settings.replay_speed))
+
+    def action_costs(self) -> None:
+        """Why speculation is faster or slower here: this machine's costs and this
+        conversation's acceptance, plotted (CostScreen)."""
+        if self.busy or self.session is None:
+            self.notify("the costs screen times the models: load them and let the reply finish")
+            return
+        engine = self.session.engine
+        spec = [t for t in self.turns if t.accepted_by_position]
+        per_turn = [conditional(t.accepted_by_position) for t in spec]
+        accept = [statistics.fmean(rates[i] for rates in per_turn if i < len(rates))
+                  for i in range(max((len(r) for r in per_turn), default=0))]
+        points = [(t.k, t.speedup) for t in self.turns if t.speedup is not None and t.draft != "none"]
+        self.app.push_screen(CostScreen(accept, points, engine.draft_settings.k, engine.drafter.name))
 
     def action_draft_menu(self) -> None:
         if self.session is not None and not self.busy:
@@ -488,6 +518,7 @@ class ChatScreen(Screen):
         self.session.conversation = Conversation(system=self.session.conversation.system)
         self.session.engine.policy.costs.new_conversation()
         self.conversation_id = None
+        self.turns = []
         self.query_one("#transcript", VerticalScroll).remove_children()
         self.set_status("new conversation")
 
@@ -505,6 +536,7 @@ class ChatScreen(Screen):
         self.session.conversation = Conversation(
             system=stored.system, messages=[(m.role, m.content) for m in messages])
         self.conversation_id = conversation_id
+        self.turns = []
         transcript = self.query_one("#transcript", VerticalScroll)
         transcript.remove_children()
         for m in messages:

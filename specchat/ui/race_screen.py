@@ -118,7 +118,8 @@ class RaceScreen(Screen):
                         f"{last:.2f} s (the other took {last / first:.2f}x as long)")
             else:
                 text = f"finished in {first:.2f} s"
-            self.query_one("#verdict", Static).update(text + f" · playback {self.speed:g}x")
+            self.query_one("#verdict", Static).update(
+                text + f" · playback {self.speed:g}x · F7 on the chat screen shows why")
 
     def action_restart(self) -> None:
         self.app.pop_screen()

@@ -53,7 +53,7 @@ def describe_round(events: list[Event], baseline: float | None) -> Content:
             parts.append(Content(f" The cost model expected {summary.expected_tokens:.2f} "
                                  f"token(s) in {summary.expected_s * 1000:.0f} ms."))
     parts.append(Content.from_markup("\n[b]Space[/b] next round · [b]R[/b] run on · "
-                                     "[b]Esc[/b] stop"))
+                                     "[b]Esc[/b] stop · [b]F7[/b] why, from this machine's costs"))
     return Content.assemble(*parts)
 
 

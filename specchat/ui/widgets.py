@@ -118,6 +118,7 @@ class StatsPanel(Static):
     def __init__(self, **kwargs) -> None:
         super().__init__("", **kwargs)
         self.baseline: float | None = None
+        """The last turn's target-only rate at its depth: live speedups are taken against it."""
         self.baseline_label = "not measured yet"
         self.session_tokens = 0
         self.session_saved = 0
@@ -127,7 +128,10 @@ class StatsPanel(Static):
 
     def show(self, stats: TurnStats, draft: str, final: TurnEvent | None = None) -> None:
         rate = stats.tokens_per_second
-        speedup = rate / self.baseline if rate and self.baseline else None
+        if final is not None:
+            speedup = final.speedup
+        else:
+            speedup = rate / self.baseline if rate and self.baseline else None
         passes = final.target_passes if final else stats.rounds
         saved = max(0, stats.tokens - passes)
         bars = " ".join(f"{i + 1}:{SPARK[min(7, int(a * 8))]}{a:.0%}"
@@ -149,7 +153,7 @@ class StatsPanel(Static):
             f"draft length k    {stats.k}  (this round)",
             f"undrafted rounds  {stats.declined}  (would not pay)",
             f"target passes     {passes}  (saved {saved})",
-            f"speedup           {fmt(speedup, '.2f', 'x')}",
+            f"speedup           {fmt(speedup, '.2f', 'x')}  (F7: why)",
             f"  vs target-only {fmt(self.baseline, '.1f', ' tok/s')}",
             f"  ({self.baseline_label})",
             f"tok/s per round   {spark}",

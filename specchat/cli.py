@@ -145,6 +145,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return command.run(args)
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from specchat import tune
+
+    return tune.run(args)
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from specchat.catalog import commands
 
@@ -185,6 +191,9 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
 
     add_models_parser(sub).set_defaults(func=cmd_models)
     add_bench_parser(sub, defaults).set_defaults(func=cmd_bench)
+    from specchat.tune import add_parser as add_tune_parser
+
+    add_tune_parser(sub, defaults).set_defaults(func=cmd_tune)
     return parser
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from specchat.backends.base import Backend
+from specchat.engine import kvsync
 from specchat.engine.policy import expected_tokens
 from specchat.engine.sampling import row_summary
 
@@ -64,6 +65,14 @@ def draft_pass_ms(draft: Backend, repeats: int) -> float:
     out = median_ms(run, repeats)
     draft.truncate(base)
     return out
+
+
+def draft_pass_after(draft: Backend, committed: Sequence[int], repeats: int) -> float:
+    """One draft pass after the draft has caught up on `committed` (as its next proposal
+    would); its cache then holds `committed`."""
+    todo = kvsync.pending(draft, committed)
+    draft.eval(todo, len(todo) - 1)
+    return draft_pass_ms(draft, repeats)
 
 
 @dataclass(frozen=True)

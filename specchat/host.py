@@ -16,7 +16,6 @@ import numpy as np
 from specchat import costs
 from specchat.chat.session import Conversation
 from specchat.costs import Costs
-from specchat.engine import kvsync
 from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
@@ -104,11 +103,8 @@ class ModelHost:
             ids = target.tokenize(target.render_chat([("user", "Say hello.")]))
             target.eval(ids, len(ids) - 1)
         verify = costs.verify_ms(target, repeats)
-        model, draft = engine.drafter.model, 0.0
-        if model is not None:
-            todo = kvsync.pending(model, target.tokens)  # catch up, as its next proposal would
-            model.eval(todo, len(todo) - 1)
-            draft = costs.draft_pass_ms(model, repeats * 2)
+        model = engine.drafter.model
+        draft = costs.draft_pass_after(model, target.tokens, repeats * 2) if model else 0.0
         return Costs(tuple(verify), draft, len(target.tokens))
 
     def load_drafter(self, engine: SpeculativeEngine, spec: str) -> Drafter:

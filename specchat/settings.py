@@ -39,7 +39,8 @@ class ModelOptions:
 
     target: str = opt("default", "GGUF path, catalog name, or 'default'")
     draft: str = opt("ngram+default", "GGUF path, catalog name, 'default', 'ngram', 'ngram+MODEL' "
-                                      "(n-gram matches first, the model otherwise) or 'none'")
+                                      "(n-gram matches first, the model otherwise) or 'none'",
+                     label="drafter", hint="as --draft takes it; the draft menu (Ctrl+D) swaps live")
     n_ctx: int = opt(4096, "context size in tokens", flag="--ctx")
     threads: int | None = opt(None, "CPU threads (default: all cores)", kind=int)
     target_gpu_layers: int | None = opt(
@@ -64,10 +65,10 @@ def _policy(text: str) -> str:
 
 @dataclass
 class DraftOptions:
-    """How much to draft each round. The defaults (with the models' `ngram+default`) are the
-    fastest setting measured over the bench suite on a 2-core CPU, 1.20x target-only, where a
-    fixed k=3 with the 0.5B draft ran at 0.69x (docs/benchmark.md); they still draft wherever
-    drafting is expected to pay, so the first reply shows drafts at work."""
+    """How much to draft each round. The defaults (with the models' `ngram+default`) are what
+    `specchat tune` recommends on a 2-core CPU: 1.00-1.08x target-only, where a fixed k=3 with
+    the 0.5B draft runs at 0.53-0.69x (docs/benchmark.md); they still draft wherever drafting
+    is expected to pay, so the first reply shows drafts at work."""
 
     policy: str = opt("adaptive", "fixed: draft k tokens a round; adaptive: choose up to k each "
                                "round from measured costs and acceptance", kind=_policy,

@@ -73,6 +73,8 @@ class ModelsReady(Message):
 @dataclass
 class DrafterReady(Message):
     drafter: Drafter
+    spec: str
+    """What it was loaded from, as --draft takes it (the config file keeps this)."""
 
 
 @dataclass
@@ -475,12 +477,12 @@ class ChatScreen(Screen):
         if get_current_worker().is_cancelled:
             drafter.close()
             return
-        self.post_message(DrafterReady(drafter))
+        self.post_message(DrafterReady(drafter, spec))
 
     def on_drafter_ready(self, message: DrafterReady) -> None:
         assert self.session is not None
         self.session.engine.use_drafter(message.drafter)
-        self.app.settings.settings.models.draft = message.drafter.name
+        self.app.settings.settings.models.draft = message.spec
         if self.conversation_id is not None:
             self.app.history.set_models(self.conversation_id, str(self.target_path),
                                         message.drafter.name)

@@ -1,0 +1,231 @@
+"""`specchat tune`: what pays on this machine, measured, and the setting to use.
+
+It times the target verifying 1..16 tokens and each draft model's pass (specchat.costs), then
+runs a short calibration: one prompt per category of the suite (or the user's prompts),
+target-only and each drafter at each k and with the adaptive policy, back to back from empty
+caches. For every arm it sets the predicted speedup (fixed k: the expected accepted length at
+the acceptance per position the calibration measured, over the round's cost from the timed
+verify curve and a draft pass as it cost in the calibration's rounds; adaptive: the policy's
+own predicted rate) beside the measured one (its decode rate over
+target-only's on the same prompts), and recommends the arm that measured fastest, or no drafter
+when none beat target-only by more than the noise margin. `--save` makes that the config
+file's default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from specchat import costs as machine
+from specchat.bench.acceptance import conditional_rates
+from specchat.bench.runner import Prompt, load_prompts
+from specchat.config import Config
+from specchat.engine.drafters import Drafter, NoDrafter
+from specchat.engine.events import RoundEvent, TurnEvent
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.sampling import SamplingParams
+from specchat.errors import SpecchatError
+from specchat.settings import Settings
+
+KS = (1, 2, 3, 4, 6)
+K_MAX = 8
+MARGIN = 1.03
+"""A drafter is recommended only if it measured this much faster than target-only."""
+CALIBRATION_TOKENS = 48
+
+
+@dataclass
+class Arm:
+    draft: str
+    k: int
+    policy: str
+    predicted_speedup: float | None = None
+    measured_speedup: float | None = None
+    acceptance: float | None = None
+
+
+def add_parser(sub: Any, defaults: Settings) -> argparse.ArgumentParser:
+    from specchat import settings as schema
+
+    p = sub.add_parser("tune", help="measure what pays on this machine and recommend a setting")
+    schema.add_arguments(p, defaults, sections=("models",), skip=("draft",))
+    p.add_argument("--draft", action="append", default=None, metavar="DRAFT",
+                   help="a drafter to try, as --draft takes it (repeatable; default: default, "
+                        "ngram, ngram+default)")
+    p.add_argument("--prompts", type=Path, default=None,
+                   help="a prompts file ([[prompt]] category, name, text); default: the first "
+                        "prompt of each category of the built-in suite")
+    p.add_argument("--max-tokens", type=int, default=CALIBRATION_TOKENS)
+    p.add_argument("--save", action="store_true", help="make the recommendation the default")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def _rounds(engine: SpeculativeEngine, ids: list[int], tokens: int,
+            ) -> tuple[TurnEvent, list[RoundEvent]]:
+    engine.clear_caches()
+    engine.policy.costs.new_conversation()
+    rounds, turn = [], None
+    for event in engine.generate(ids, GenerationSettings(max_tokens=tokens)):
+        if isinstance(event, RoundEvent):
+            rounds.append(event)
+        elif isinstance(event, TurnEvent):
+            turn = event
+    assert turn is not None
+    return turn, rounds
+
+
+def _rate(turns: Sequence[TurnEvent]) -> float | None:
+    seconds = sum(t.decode_s for t in turns)
+    return sum(max(0, t.n_tokens - 1) for t in turns) / seconds if seconds > 0 else None
+
+
+def calibration_prompts(path: Path | None) -> list[Prompt]:
+    prompts = load_prompts(path)
+    if path is not None:
+        return prompts
+    return list({p.category: p for p in reversed(prompts)}.values())[::-1]
+
+
+def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], tokens: int,
+         progress: Progress | None = None) -> dict[str, Any]:
+    """Measure and recommend; the result is what `--json` prints."""
+    from specchat.host import ModelHost
+    from specchat.loading import load_drafter, load_target
+
+    models = settings.models
+    greedy = SamplingParams()
+    target = load_target(models.target, models)
+    rng = np.random.default_rng(0)
+    drafters: dict[str, Drafter] = {d: load_drafter(d, target, greedy, rng, models) for d in drafts}
+    engines = {"none": SpeculativeEngine(target, NoDrafter(), greedy)}
+    plan: list[tuple[str, Arm, DraftSettings]] = []
+    for d in drafts:
+        plan += [(d, Arm(d, k, "fixed"), DraftSettings(k=k)) for k in KS]
+        plan.append((d, Arm(d, K_MAX, "adaptive"), DraftSettings(k=K_MAX, adaptive=True)))
+    task = progress.add_task("timing the verify curve", total=len(prompts) * (len(plan) + 1) + 1) \
+        if progress else None
+
+    def step(text: str) -> None:
+        if progress is not None and task is not None:
+            progress.update(task, advance=1, description=text)
+
+    ids = [target.tokenize(target.render_chat([("user", p.text)])) for p in prompts]
+    ModelHost.warm_up(engines["none"])
+    target.eval(ids[0], len(ids[0]) - 1)
+    verify = machine.verify_ms(target, repeats=3)
+    draft_ms = {d: machine.draft_pass_after(drafter.model, target.tokens, 6) if drafter.model
+                else 0.0 for d, drafter in drafters.items()}
+    step("calibrating")
+    turns: dict[str, list[TurnEvent]] = {"none": []}
+    pairs: dict[str, list[tuple[int, int]]] = {d: [] for d in drafts}
+    drafting: dict[str, list[tuple[float, int]]] = {d: [] for d in drafts}
+    """(draft seconds, tokens drafted) of each drafting round of the calibration's longest k."""
+    for i, prompt in enumerate(prompts):
+        turns["none"].append(_rounds(engines["none"], ids[i], tokens)[0])
+        step(f"{prompt.category}/{prompt.name}: target only")
+        for d, arm, draft_settings in plan:
+            key = f"{d} {arm.policy} {arm.k}"
+            engine = engines.setdefault(key, SpeculativeEngine(target, drafters[d], greedy,
+                                                               draft_settings, rng))
+            turn, rounds = _rounds(engine, ids[i], tokens)
+            turns.setdefault(key, []).append(turn)
+            if arm.policy == "fixed" and arm.k == max(KS):
+                pairs[d] += [(r.drafted, r.accepted) for r in rounds if r.drafted]
+                drafting[d] += [(r.draft_s, r.drafted) for r in rounds if r.drafted]
+            step(f"{prompt.category}/{prompt.name}: {d} {arm.policy} k={arm.k}")
+    base = _rate(turns["none"])
+    # a draft pass as it costs between target passes (both models' weights share the CPU's
+    # caches there; timed alone, the 0.5B pass on the default pair looked a third cheaper)
+    in_turn = {d: 1000 * sum(s for s, _ in drafting[d]) / sum(n for _, n in drafting[d])
+               if drafting[d] and draft_ms[d] else draft_ms[d] for d in drafts}
+    arms = []
+    for d, arm, _ in plan:
+        mine = turns[f"{d} {arm.policy} {arm.k}"]
+        accept = [r for r, _ in conditional_rates(pairs[d], max(KS))]
+        accept += [accept[-1] if accept else 0.0] * (K_MAX - len(accept))
+        drafted = sum(t.n_drafted for t in mine)
+        arm.acceptance = sum(t.n_accepted for t in mine) / drafted if drafted else None
+        rate = _rate(mine)
+        arm.measured_speedup = rate / base if rate and base else None
+        if arm.policy == "fixed":
+            arm.predicted_speedup = machine.speedup(
+                machine.Costs(tuple(verify), in_turn[d]), accept, arm.k)
+        else:
+            predicted = [t.predicted_tokens_per_second for t in mine if t.predicted_tokens_per_second]
+            arm.predicted_speedup = statistics.median(predicted) / base if predicted and base else None
+        arms.append(arm)
+    best = max(arms, key=lambda a: a.measured_speedup or 0.0)
+    paying = best.measured_speedup is not None and best.measured_speedup >= MARGIN
+    recommended = ({"draft": best.draft, "k": best.k, "policy": best.policy} if paying
+                   else {"draft": "none", "k": DraftSettings().k, "policy": "fixed"})
+    target.close()
+    for drafter in drafters.values():
+        drafter.close()
+    return {
+        "target": target.name, "prompts": [f"{p.category}/{p.name}" for p in prompts],
+        "tokens": tokens, "target_only_tps": base,
+        "verify_cost": [{"n": n, "ms": round(ms, 3), "ratio": round(ms / verify[0], 3)}
+                        for n, ms in zip(machine.SIZES, verify)],
+        "draft_ms": draft_ms, "draft_ms_in_turn": in_turn, "drafters": [asdict(a) for a in arms],
+        "recommended": recommended,
+        "why": (f"{best.draft} {best.policy} k={best.k} measured {best.measured_speedup:.2f}x"
+                if paying else "no drafter measured more than "
+                f"{(MARGIN - 1) * 100:.0f}% faster than the target alone here"),
+    }
+
+
+def table(result: dict[str, Any]) -> Table:
+    t = Table(title=f"{result['target']}: {len(result['prompts'])} prompts × {result['tokens']} "
+                    f"tokens, target-only {result['target_only_tps'] or 0:.1f} tok/s",
+              title_justify="left")
+    for column in ("drafter", "policy", "k", "predicted", "measured", "acceptance"):
+        t.add_column(column, justify="left" if column in ("drafter", "policy") else "right")
+    for a in result["drafters"]:
+        t.add_row(a["draft"], a["policy"], str(a["k"]),
+                  "–" if a["predicted_speedup"] is None else f"{a['predicted_speedup']:.2f}x",
+                  "–" if a["measured_speedup"] is None else f"{a['measured_speedup']:.2f}x",
+                  "–" if a["acceptance"] is None else f"{a['acceptance']:.0%}")
+    return t
+
+
+def run(args: argparse.Namespace) -> int:
+    from specchat import settings as schema
+
+    settings = schema.from_args(args, skip=("draft",))
+    drafts = args.draft or ["default", "ngram", "ngram+default"]
+    prompts = calibration_prompts(args.prompts)
+    err = Console(stderr=True)
+    with Progress(console=err, transient=True, disable=args.json) as progress:
+        result = tune(settings, drafts, prompts, args.max_tokens, progress)
+    rec = result["recommended"]
+    if args.json:
+        print(json.dumps(result))
+    else:
+        console = Console()
+        console.print(table(result))
+        v = {row["n"]: row["ratio"] for row in result["verify_cost"]}
+        console.print(f"verifying 2, 4, 8 tokens costs {v[2]:.2f}, {v[4]:.2f}, {v[8]:.2f} "
+                      "target steps here.")
+        console.print(f"recommended: --draft {rec['draft']} --policy {rec['policy']} "
+                      f"--k {rec['k']} ({result['why']})")
+    if args.save:
+        config = Config.load()
+        if config.error:
+            raise SpecchatError(f"not saving: {config.error}")
+        engine = config.data.setdefault("engine", {})
+        engine.update({"draft": rec["draft"], "policy": rec["policy"], "k": rec["k"]})
+        config.save()
+        err.print(f"saved to {config.path}: it is the default from now on", style="dim")
+    return 0

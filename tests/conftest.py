@@ -199,6 +199,20 @@ async def say(app, pilot, text: str) -> None:
                 and not app.chat.busy)
 
 
+THEMES = ["specchat-dark", "specchat-light", "specchat-colorblind", "specchat-projector"]
+
+
+@pytest.fixture
+def snapshot_app(tiny, tmp_path, monkeypatch):
+    """The app on the tiny pair for snapshots: its own config, the tiny models' folder as the
+    models folder (the menus list them), no warm-up turn."""
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tiny.target.parent))
+    monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
+    app = make_app(tiny, tmp_path)
+    app.settings.warm_up = False
+    return app
+
+
 def run_async(scenario) -> None:
     asyncio.run(scenario())
 

@@ -4,7 +4,7 @@ shows them (Pilot on tiny real models, and a snapshot per theme with fixed costs
 from __future__ import annotations
 
 import pytest
-from conftest import SIZE, make_app, ready, run_async, say, until
+from conftest import SIZE, THEMES, make_app, ready, run_async, say, until
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -81,27 +81,18 @@ def test_the_costs_screen_times_this_machine_and_says_why(tiny, tmp_path):
     run_async(scenario)
 
 
-@pytest.fixture
-def quiet_app(tiny, tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
-    app = make_app(tiny, tmp_path)
-    app.settings.warm_up = False
-    return app
-
-
-@pytest.mark.parametrize("theme", ["specchat-dark", "specchat-light", "specchat-colorblind",
-                                   "specchat-projector"])
-def test_costs_screen_snapshot(snap_compare, quiet_app, theme):
+@pytest.mark.parametrize("theme", THEMES)
+def test_costs_screen_snapshot(snap_compare, snapshot_app, theme):
     from specchat.ui.cost_screen import CostScreen
 
     async def run_before(pilot):
-        await ready(quiet_app, pilot)
-        quiet_app.theme = theme
-        quiet_app.push_screen(CostScreen([0.82, 0.81, 0.82, 0.86], [(3, 0.74), (3, 0.81)], 3,
+        await ready(snapshot_app, pilot)
+        snapshot_app.theme = theme
+        snapshot_app.push_screen(CostScreen([0.82, 0.81, 0.82, 0.86], [(3, 0.74), (3, 0.81)], 3,
                                          "tiny-draft", costs=CPU_LIKE))
         await pilot.pause(0.2)
 
-    assert snap_compare(quiet_app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(snapshot_app, terminal_size=SIZE, run_before=run_before)
 
 
 def test_a_slower_reply_says_why_from_what_it_measured():

@@ -5,7 +5,7 @@ included), so the pictures do not depend on how fast this machine is."""
 from __future__ import annotations
 
 import pytest
-from conftest import SIZE, make_app, ready, until
+from conftest import SIZE, THEMES, ready, until
 
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
 from specchat.engine.stats import TurnStats
@@ -54,16 +54,11 @@ def fixed_stream() -> list[list]:
 
 
 @pytest.fixture
-def app(tiny, tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tiny.target.parent))
-    monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
-    app = make_app(tiny, tmp_path)
-    app.settings.warm_up = False
-    return app
+def app(snapshot_app):
+    return snapshot_app
 
 
-@pytest.mark.parametrize("theme", ["specchat-dark", "specchat-light", "specchat-colorblind",
-                                   "specchat-projector"])
+@pytest.mark.parametrize("theme", THEMES)
 def test_chat_screen_with_every_kind_of_token(snap_compare, app, theme):
     async def run_before(pilot):
         await ready(app, pilot)

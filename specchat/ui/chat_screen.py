@@ -103,7 +103,7 @@ def slower_why(turn: TurnEvent) -> str:
     round_steps = turn.decode_s / (turn.rounds - 1) * turn.baseline_tokens_per_second
     per_round = (turn.n_tokens - 1) / (turn.rounds - 1)
     return (f" · {turn.speedup:.2f}x: a round cost {round_steps:.1f} target steps for "
-            f"{per_round:.1f} tokens (F7: why)")
+            f"{per_round:.1f} tokens (F7: why; specchat tune: what pays)")
 
 
 class ChatScreen(Screen):

@@ -91,7 +91,7 @@ def test_ask_reports_the_policy_each_rounds_k_and_the_predicted_rate(tiny, tmp_p
     assert turn["predicted_tokens_per_second"] == pytest.approx(predicted)
     plain = specchat("ask", "hi", "--target", str(tiny.target), "--draft", "ngram", "--policy",
                      "adaptive", "--max-tokens", "12", tmp_path=tmp_path)
-    assert "adaptive k<=8 (k: rounds" in plain.stderr and "predicted" in plain.stderr
+    assert "adaptive k<=3 (k: rounds" in plain.stderr and "predicted" in plain.stderr
 
 
 def test_ngram_plus_something_that_is_not_a_model_is_a_clear_error(tiny, tmp_path):

@@ -186,5 +186,5 @@ class CostScreen(Screen):
             flat_k, flat_gain = best_k(costs.flat(), accept, K_MAX)
             lines.append(f"On a GPU, where 8 tokens cost {costs.flat().steps(8):.2f} steps, the "
                          f"same drafts would give {flat_gain:.2f}x at k={flat_k} (G shows it). "
-                         "`specchat bench` measures every drafter and k on a prompt suite.")
+                         "`specchat tune` measures every drafter and k here and recommends one.")
         return "\n".join(lines)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
 import numpy as np
 
@@ -135,6 +136,8 @@ class ModelHost:
             Conversation(system=sampling.system).with_user(text)))
         plain = SpeculativeEngine(target, NoDrafter(), engine.sampling,
                                   rng=np.random.default_rng(engine.sampling.seed))
+        # the lanes are compared with each other on one clock: no baseline steps after them
+        generation = replace(sampling.generation(), baseline_steps=0)
         lanes = []
         for i, (label, racer) in enumerate((
                 ("target only", plain),
@@ -142,5 +145,5 @@ class ModelHost:
             if on_lane is not None:
                 on_lane(i, label)
             engine.clear_caches()  # both lanes evaluate the whole prompt
-            lanes.append(Lane(label, list(racer.generate(ids, sampling.generation(), cancel))))
+            lanes.append(Lane(label, list(racer.generate(ids, generation, cancel))))
         return lanes

@@ -29,7 +29,7 @@ from rich.table import Table
 
 from specchat import costs as machine
 from specchat.bench.acceptance import conditional_rates
-from specchat.bench.runner import Prompt, load_prompts
+from specchat.bench.runner import Prompt, fresh, load_prompts
 from specchat.config import Config
 from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.events import RoundEvent, TurnEvent
@@ -74,8 +74,7 @@ def add_parser(sub: Any, defaults: Settings) -> argparse.ArgumentParser:
 
 def _rounds(engine: SpeculativeEngine, ids: list[int], tokens: int,
             ) -> tuple[TurnEvent, list[RoundEvent]]:
-    engine.clear_caches()
-    engine.policy.costs.new_conversation()
+    fresh(engine)
     rounds, turn = [], None
     for event in engine.generate(ids, GenerationSettings(max_tokens=tokens)):
         if isinstance(event, RoundEvent):

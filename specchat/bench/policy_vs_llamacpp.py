@@ -28,7 +28,7 @@ import numpy as np
 
 from specchat.bench import chart, report
 from specchat.bench.runner import Arm, BenchRunner, Run, load_prompts
-from specchat.bench.tools import ToolRun, build_tools, llama_source, speculative_simple, write_section
+from specchat.bench.tools import ToolRun, build_tools, llama_source, publish, speculative_simple
 from specchat.engine.loop import DraftSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.loading import load_drafter, load_target
@@ -137,9 +137,7 @@ def main() -> int:
         f"{statistics.fmean(predicted):.3f}, mean absolute error "
         f"{statistics.fmean(abs(x - 1) for x in predicted):.1%} over {len(predicted)} runs.",
     ])
-    print(table)
-    if args.out:
-        write_section(args.out, table)
+    publish(table, args.out)
     summaries = report.summarize(runs)
     args.results.mkdir(parents=True, exist_ok=True)
     meta = {"target": target.name, "arms": [a.label for a in arms], "repeats": args.repeats,

@@ -168,7 +168,7 @@ class BenchRunner:
                         for arm in arms]
         warm_ids = self.prompt_ids(Prompt("warm-up", "warm-up", "Say hello."))
         for _, engine in self.engines:  # page both models in before anything is timed
-            _fresh(engine)
+            fresh(engine)
             list(engine.generate(warm_ids, GenerationSettings(max_tokens=4)))
 
     def prompt_ids(self, prompt: Prompt) -> list[int]:
@@ -182,7 +182,7 @@ class BenchRunner:
         settings = GenerationSettings(max_tokens=self.max_tokens or prompt.max_tokens
                                       or DEFAULT_MAX_TOKENS, baseline_steps=BASELINE_STEPS)
         for arm, engine in self.engines:
-            _fresh(engine)
+            fresh(engine)
             yield Run.from_events(engine.generate(ids, settings), arm=arm.label,
                                   drafter=arm.short_drafter, k=arm.fixed_k,
                                   category=prompt.category, prompt=prompt.name, repeat=repeat)
@@ -211,7 +211,7 @@ def run_suite(
     return runs
 
 
-def _fresh(engine: SpeculativeEngine) -> None:
+def fresh(engine: SpeculativeEngine) -> None:
     """Empty caches and a new conversation for the policy (see `CostModel.new_conversation`)."""
     engine.clear_caches()
     engine.policy.costs.new_conversation()

@@ -52,6 +52,13 @@ def build_tools(src: Path) -> Path:
     return build / "bin"
 
 
+def publish(table: str, doc: Path | None) -> None:
+    """Print a benchmark's table and, given a doc, put it there (see `write_section`)."""
+    print(table)
+    if doc:
+        write_section(doc, table)
+
+
 def write_section(path: Path, table: str) -> None:
     """Put `table` after the `<!-- bench -->` line of a doc (the whole file if it has none)."""
     head = path.read_text().split("<!-- bench -->")[0] if path.exists() else ""

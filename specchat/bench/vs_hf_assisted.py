@@ -29,7 +29,7 @@ import torch
 
 from specchat.backends.hf import TransformersBackend
 from specchat.bench.runner import load_prompts
-from specchat.bench.tools import write_section
+from specchat.bench.tools import publish
 from specchat.engine.compare import first_divergence
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import turn_of
@@ -154,9 +154,7 @@ def main() -> int:
               "Outputs, HF assisted vs specchat transformers (k the same, greedy): "
               + "; ".join(same) + "."]
     table = "\n".join(lines)
-    print(table)
-    if args.out:
-        write_section(args.out, table)
+    publish(table, args.out)
     return 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import llama_cpp
 
-from specchat.bench.tools import ToolRun, build_tools, llama_bench, llama_source, speculative_simple, write_section
+from specchat.bench.tools import ToolRun, build_tools, llama_bench, llama_source, publish, speculative_simple
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
@@ -102,9 +102,7 @@ def main() -> int:
         + ", ".join(f"{x.tok_s / y.tok_s:.2f}" for x, y in zip(rows["spec"], rows["simple"]))
         + ".",
     ])
-    print(table)
-    if args.out:
-        write_section(args.out, table)
+    publish(table, args.out)
     return 0
 
 

@@ -238,7 +238,9 @@ class SpeculativeEngine:
     def _plain_step_s(self, committed: list[int], n: int) -> float | None:
         """Median seconds of a plain target step at the depth `committed` reached: n rounds of
         the same `_round` a target-only turn runs, continuing the text; then both caches are
-        cut back to `committed`, as if the steps never ran. None where the context is full."""
+        cut back to `committed`, and the random stream restored (a sampled step draws from it),
+        as if the steps never ran. None where the context is full."""
+        rng_state = self.rng.bit_generator.state
         seq = list(committed)
         scratch = _Reply(self.target, GenerationSettings(max_tokens=n + 1))
         times = []
@@ -253,6 +255,7 @@ class SpeculativeEngine:
             pass
         kvsync.release(self.target, committed)
         self.drafter.release(committed)
+        self.rng.bit_generator.state = rng_state
         return statistics.median(times) if times else None
 
     # -- one round --------------------------------------------------------------------------

@@ -110,6 +110,5 @@ def test_a_slower_reply_says_why_from_what_it_measured():
 
     slow = TurnEvent(**fields)
     # 10 rounds after the first took 2 s: 0.2 s = 4 target steps of 50 ms, for 3 tokens each
-    assert slower_why(slow) == (" · 0.75x: a round cost 4.0 target steps for 3.0 tokens "
-                                "(F7: why; specchat tune: what pays)")
+    assert slower_why(slow) == " · 0.75x: 4.0 steps a round for 3.0 tokens (why: F7, specchat tune)"
     assert slower_why(TurnEvent(**{**fields, "speedup": 1.2})) == ""

@@ -102,8 +102,9 @@ def slower_why(turn: TurnEvent) -> str:
     # speedup = tokens per round (after the first) over a round's cost in target steps
     round_steps = turn.decode_s / (turn.rounds - 1) * turn.baseline_tokens_per_second
     per_round = (turn.n_tokens - 1) / (turn.rounds - 1)
-    return (f" · {turn.speedup:.2f}x: a round cost {round_steps:.1f} target steps for "
-            f"{per_round:.1f} tokens (F7: why; specchat tune: what pays)")
+    # fits one status line beside "N tokens · stop: …" (the chat pane is 112 columns of 160)
+    return (f" · {turn.speedup:.2f}x: {round_steps:.1f} steps a round for {per_round:.1f} "
+            "tokens (why: F7, specchat tune)")
 
 
 class ChatScreen(Screen):

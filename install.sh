@@ -57,13 +57,16 @@ cpu_args() {
   fi
 }
 
+# Every build has the ggml RPC backend: `specchat rpc-server` and --rpc use it (off by default
+# in llama.cpp).
 if [ -z "${CMAKE_ARGS:-}" ]; then
   case "$accel" in
-    cuda) CMAKE_ARGS="-DGGML_CUDA=on $(cpu_args)"; CMAKE_ARGS=${CMAKE_ARGS% } ;;
+    cuda) CMAKE_ARGS="-DGGML_CUDA=on $(cpu_args)" ;;
     metal) CMAKE_ARGS="-DGGML_METAL=on" ;;
     cpu) CMAKE_ARGS="$(cpu_args)" ;;
     *) echo "install.sh: SPECCHAT_ACCEL must be auto, cpu, cuda or metal" >&2; exit 2 ;;
   esac
+  CMAKE_ARGS="${CMAKE_ARGS% } -DGGML_RPC=ON"; CMAKE_ARGS=${CMAKE_ARGS# }
 fi
 export CMAKE_ARGS
 if [ "$print_args" = 1 ]; then echo "$CMAKE_ARGS"; exit 0; fi
@@ -79,7 +82,8 @@ py="$venv/bin/python"
 
 
 # One wheel per llama-cpp-python version and build flags, kept between installs (the build
-# takes 7-8 minutes on two cores).
+# takes 7-8 minutes on two cores). pip's own wheel cache is bypassed: it keys on the sdist alone
+# and would hand back a wheel built with other CMAKE_ARGS.
 key=$(printf '%s %s %s' "$LLAMA_CPP_PYTHON" "$CMAKE_ARGS" "$("$py" -c 'import sys;print(sys.version_info[:2])')" | sha256sum | cut -c1-16)
 cache="${SPECCHAT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/specchat/wheels}/$key"
 wheel=$(ls "$cache"/llama_cpp_python-*.whl 2>/dev/null | head -n1 || true)
@@ -87,7 +91,7 @@ if [ -z "$wheel" ]; then
   echo "building llama-cpp-python $LLAMA_CPP_PYTHON for $accel ($CMAKE_ARGS); this takes several minutes"
   mkdir -p "$cache"
   CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}" \
-    "$py" -m pip wheel --quiet --no-deps --no-binary llama-cpp-python -w "$cache" \
+    "$py" -m pip wheel --quiet --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$cache" \
     "llama-cpp-python==$LLAMA_CPP_PYTHON"
   wheel=$(ls "$cache"/llama_cpp_python-*.whl | head -n1)
 fi

@@ -8,6 +8,7 @@ import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -15,6 +16,9 @@ from specchat import settings as settings_schema
 from specchat.engine.events import Event
 from specchat.errors import SpecchatError
 from specchat.settings import Settings
+
+if TYPE_CHECKING:
+    from specchat.chat.history import HistoryStore
 
 EXIT_USAGE = 2
 
@@ -35,7 +39,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     engine = _engine(settings)
-    session = ChatSession(engine, Conversation(system=settings.sampling.system))
+    session = ChatSession(engine, Conversation(system=settings.sampling.system),
+                          settings.sampling.context_policy)
     if args.json:
         sinks: list[Callable[[Event], None]] = [JsonRenderer(sys.stdout)]
     else:
@@ -56,16 +61,22 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    """A line-based chat in the terminal; Ctrl-C stops the reply being generated."""
+    """A line-based chat in the terminal, saved to the history as it happens (the app's Ctrl+O
+    opens it); Ctrl-C stops the reply being generated."""
+    from specchat.chat.history import HistoryStore, ReplyRecorder
     from specchat.chat.session import ChatSession, Conversation
     from specchat.render import LEGEND, TerminalRenderer
 
     out, err = Console(highlight=False), Console(stderr=True)
     settings = _settings(args)
     err.print(f"loading {settings.models.target} with draft {settings.models.draft} …", style="dim")
-    session = ChatSession(_engine(settings), Conversation(system=settings.sampling.system))
+    session = ChatSession(_engine(settings), Conversation(system=settings.sampling.system),
+                          settings.sampling.context_policy)
     generation = settings.sampling.generation()
     render = TerminalRenderer(out, err)
+    history = HistoryStore()
+    warned = _warn_history(history, None)
+    conversation_id: int | None = None
     err.print(LEGEND)
     err.print("Ctrl-C stops a reply, Ctrl-D quits.", style="dim")
     while True:
@@ -76,11 +87,30 @@ def cmd_chat(args: argparse.Namespace) -> int:
             return 0
         if not text.strip():
             continue
+        if conversation_id is None:
+            conversation_id = history.new_conversation(
+                text[:60], str(session.engine.target.path), session.engine.drafter.name,
+                session.conversation.system)
+        history.add_message(conversation_id, "user", text)
+        record = ReplyRecorder(history, conversation_id)
+
         def turn(cancel: threading.Event, text: str = text) -> Iterator[Event]:
             return session.turn(text, generation, cancel)
 
-        for event in _in_worker(turn):
-            render(event)
+        try:
+            for event in _in_worker(turn):
+                render(event)
+                record(event)
+        except SpecchatError as exc:  # this turn failed; the conversation goes on
+            err.print(f"specchat: error: {exc}", style="red", highlight=False)
+        warned = _warn_history(history, warned)
+
+
+def _warn_history(history: HistoryStore, warned: str | None) -> str | None:
+    """Say once (on stderr) that the history is not being saved, and why."""
+    if history.problem and history.problem != warned:
+        print(f"specchat: warning: {history.problem}", file=sys.stderr)
+    return history.problem
 
 
 def _in_worker(turn: Callable[[threading.Event], Iterator[Event]]) -> Iterator[Event]:

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from specchat import costs
-from specchat.chat.session import Conversation
+from specchat.chat.session import ChatSession, Conversation
 from specchat.costs import Costs
 from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.events import Event, RoundEvent, TurnEvent
@@ -132,8 +132,8 @@ class ModelHost:
         prompt: the lanes a race plays side by side."""
         target = engine.target
         sampling = self.settings.sampling
-        ids = target.tokenize(target.render_chat(
-            Conversation(system=sampling.system).with_user(text)))
+        ids = ChatSession(engine, Conversation(system=sampling.system)).prompt(
+            text, sampling.max_tokens).prompt_ids
         plain = SpeculativeEngine(target, NoDrafter(), engine.sampling,
                                   rng=np.random.default_rng(engine.sampling.seed))
         # the lanes are compared with each other on one clock: no baseline steps after them

@@ -12,7 +12,7 @@ from typing import IO
 from rich.console import Console
 from rich.text import Text
 
-from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
 
 STYLES: dict[TokenKind, str] = {
     TokenKind.ACCEPTED: "green",
@@ -23,6 +23,16 @@ STYLES: dict[TokenKind, str] = {
 }
 LEGEND = "[green]accepted draft[/] [red strike]rejected draft[/] [yellow]target correction[/] " \
          "[cyan]bonus[/] target"
+
+
+def context_note(event: ContextEvent) -> str:
+    """What a context event did, in words (the TUI's transcript and the terminal say this)."""
+    turns = f"{event.left_out} earlier turn{'s' * (event.left_out != 1)} left out of the " \
+            "model's view (the history keeps them)"
+    if not event.during_reply:
+        return turns
+    return (f"the reply reached the end of the context: {turns}; the target re-evaluated "
+            f"{event.reeval_tokens} tokens in {event.reeval_s:.2f} s")
 
 
 def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
@@ -45,6 +55,9 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
         parts.append(f"predicted {turn.predicted_tokens_per_second:.1f} tok/s")
     if turn.declined_rounds:
         parts.append(f"{turn.declined_rounds} rounds target-only (drafting would not pay)")
+    if turn.context_shifts:
+        parts.append(f"context shifts {turn.context_shifts} ({turn.shift_tokens} tokens "
+                     f"re-evaluated in {turn.shift_s:.2f} s, not in the decode rate)")
     parts.append(f"TTFT {turn.ttft_s * 1000:.0f} ms")
     parts.append(f"target passes {turn.target_passes}")
     parts.append(f"stop {turn.stop_reason}")
@@ -70,6 +83,10 @@ class TerminalRenderer:
             self.out.print()
             self.err.print(stats_line(event, self.k_used), style="dim", highlight=False)
             self.k_used = Counter()
+        elif isinstance(event, ContextEvent):
+            if event.during_reply:
+                self.out.print()
+            self.err.print(f"[{context_note(event)}]", style="dim", highlight=False)
 
 
 class JsonRenderer:

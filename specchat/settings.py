@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any
 
+from specchat.chat.context import POLICIES as CONTEXT_POLICIES
 from specchat.engine.loop import DraftSettings, GenerationSettings
 from specchat.engine.sampling import SamplingParams
 
@@ -57,10 +58,13 @@ class ModelOptions:
     ngram_n_max: int = opt(12, "longest match it looks for first")
 
 
-def _policy(text: str) -> str:
-    if text not in POLICIES:
-        raise ValueError(text)
-    return text
+def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    """A parser that takes only one of `choices` (a form or config value is checked too)."""
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(text)
+        return text
+    return parse
 
 
 @dataclass
@@ -72,7 +76,7 @@ class DraftOptions:
     (1.00-1.08x) but drafts little on a CPU: a first reply with it showed no draft at all."""
 
     policy: str = opt("fixed", "fixed: draft k tokens a round; adaptive: choose up to k each "
-                               "round from measured costs and acceptance", kind=_policy,
+                               "round from measured costs and acceptance", kind=one_of(POLICIES),
                       choices=POLICIES, label="draft policy",
                       hint="fixed or adaptive (chooses up to k a round)")
     k: int = opt(3, "tokens to draft per round (adaptive: the most per round)",
@@ -97,6 +101,11 @@ class SamplingOptions:
     max_tokens: int = opt(256, "tokens per reply", label="max tokens", hint="per reply")
     stop: list[str] = opt([], "stop string (repeatable)", kind=str)
     system: str | None = opt(None, "system message", kind=str)
+    context_policy: str = opt(
+        "rolling", "when the conversation does not fit the context: leave the oldest turns out "
+                   "of the prompt (rolling), the ones after the first (truncate-middle), or stop",
+        kind=one_of(CONTEXT_POLICIES), choices=CONTEXT_POLICIES, label="context policy",
+        hint="rolling, truncate-middle or stop")
     baseline_steps: int = opt(4, "after each speculative reply, time this many target-only steps "
                                  "at the depth it ended, for its speedup (0: off)")
 

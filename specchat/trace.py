@@ -12,13 +12,21 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, Any
 
-from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.events import (
+    ContextEvent,
+    Event,
+    RoundEvent,
+    TokenEvent,
+    TokenKind,
+    TurnEvent,
+)
 from specchat.errors import SpecchatError
 from specchat.render import JsonRenderer
 from specchat.resources import resource_dir
 
 VERSION = 1
-_TYPES: dict[str, type] = {"token": TokenEvent, "round": RoundEvent, "turn": TurnEvent}
+_TYPES: dict[str, type] = {"token": TokenEvent, "round": RoundEvent, "turn": TurnEvent,
+                           "context": ContextEvent}
 
 
 @dataclass(frozen=True)

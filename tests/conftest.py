@@ -22,10 +22,11 @@ from tinymodels import TinySpec, write_tiny_gguf, write_tiny_mamba
 from specchat.backends.base import Backend
 from specchat.catalog.catalog import CatalogModel
 from specchat.chat.history import HistoryStore
+from specchat.chat.session import ChatSession, Conversation
 from specchat.config import Config
 from specchat.engine.compare import batching_gap_drift, first_divergence
 from specchat.engine.drafters import CombinedDrafter, ModelDrafter, NgramDrafter, NoDrafter
-from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
+from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams, sample
 from specchat.engine.verify import Verdict
@@ -280,13 +281,85 @@ def check_greedy_rule(target: RecordingBackend, drafter, ids: list[int], k: int,
         if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
             row = target.rows[len(ids) + event.position]
             assert event.id == int(row.argmax())
-    at = first_divergence(base.token_ids, turn.token_ids)
+    assert_same_up_to_a_near_tie(plain_events, turn.token_ids, near_tie)
+
+
+def assert_same_up_to_a_near_tie(plain_events: list, ids: list[int], near_tie: float) -> None:
+    """`ids` equal the target-only run's reply (`plain_events`) up to a first divergence that is
+    a near-tie in the target-only run."""
+    base = plain_events[-1].token_ids
+    at = first_divergence(base, ids)
     if at is None:
-        assert turn.token_ids[: len(base.token_ids)] == base.token_ids[: len(turn.token_ids)]
+        assert ids[: len(base)] == base[: len(ids)]
         return
     gap = next(e.logit_gap for e in plain_events
                if isinstance(e, TokenEvent) and e.position == at)
     assert gap <= near_tie, f"divergence at {at} with gap {gap} > near-tie threshold {near_tie}"
+
+
+FOLLOW_UPS = [f"follow-up {i}: now make the function iterative and add a docstring"
+              for i in range(12)]
+
+
+def check_long_conversation(target: Backend, draft: Backend, policy: str,
+                            near_tie: float) -> list[ContextEvent]:
+    """Twelve follow-ups, three times the context and more, under `policy`: every turn answers,
+    and each greedy speculative reply equals a target-only session's on the same history (the
+    same turns left out, the same prompt), up to a near-tie. Returns the context events."""
+    spec = ChatSession(SpeculativeEngine(target, ModelDrafter(draft, GREEDY,
+                                                              np.random.default_rng(0)),
+                                         GREEDY, DraftSettings(k=3)), context_policy=policy)
+    settings = GenerationSettings(max_tokens=40)
+    seen = []
+    for text in FOLLOW_UPS:
+        plain = ChatSession(SpeculativeEngine(target, NoDrafter(), GREEDY),
+                            Conversation(messages=list(spec.conversation.messages)), policy)
+        plain_events = [e for e in plain.turn(text, settings) if not isinstance(e, ContextEvent)]
+        events = list(spec.turn(text, settings))
+        turn = events[-1]
+        assert isinstance(turn, TurnEvent) and turn.n_tokens > 0
+        assert turn.stop_reason == "max_tokens"
+        assert turn.prompt_token_ids == plain_events[-1].prompt_token_ids
+        assert_same_up_to_a_near_tie(plain_events, turn.token_ids, near_tie)
+        seen += [e for e in events if isinstance(e, ContextEvent)]
+    whole = spec.render(spec.conversation.messages)
+    assert len(whole) > 3 * target.n_ctx
+    return seen
+
+
+def short_history(n: int) -> list[tuple[str, str]]:
+    return [m for i in range(n) for m in (("user", f"q{i}"), ("assistant", f"a{i}"))]
+
+
+def check_reply_makes_room(target: Backend, draft: Backend, near_tie: float) -> None:
+    """Eight short turns fit at the start (a 256-token context); the long reply then leaves
+    older ones out as it grows, the target re-evaluates, and the reply ends where target-only's
+    does, with both caches consistent."""
+    drafter = ModelDrafter(draft, GREEDY, np.random.default_rng(0))
+    spec = ChatSession(SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=3)),
+                       Conversation(messages=short_history(8)), "rolling")
+    plain = ChatSession(SpeculativeEngine(target, NoDrafter(), GREEDY),
+                        Conversation(messages=short_history(8)), "rolling")
+    settings = GenerationSettings(max_tokens=150)
+    plain_events = list(plain.turn("write a long answer", settings))
+    events = list(spec.turn("write a long answer", settings))
+    turn = events[-1]
+    assert isinstance(turn, TurnEvent) and turn.stop_reason == "max_tokens"
+    shifts = [e for e in events if isinstance(e, ContextEvent) and e.during_reply]
+    assert shifts and turn.context_shifts == len(shifts)
+    assert turn.shift_tokens == sum(e.reeval_tokens for e in shifts) > 0
+    assert [e.left_out for e in shifts] == sorted({e.left_out for e in shifts})
+    assert turn.decode_s < turn.wall_s - turn.shift_s  # the re-evaluation is not decode time
+    base = [e for e in plain_events if not isinstance(e, ContextEvent)]
+    assert base[-1].context_shifts == turn.context_shifts
+    assert_same_up_to_a_near_tie(base, turn.token_ids, near_tie)
+    # the target's cache holds the prompt the reply went on from and the reply (all but its
+    # last token, which is never evaluated); the draft's cache is a prefix of it
+    prompt = shifts[-1].prompt_tokens
+    assert len(target.tokens) in (prompt + turn.n_tokens - 1, prompt + turn.n_tokens)
+    assert target.tokens[prompt:] == turn.token_ids[: len(target.tokens) - prompt]
+    assert draft.tokens == target.tokens[: len(draft.tokens)]
+    assert spec.conversation.messages[-1] == ("assistant", turn.text)
 
 
 SAMPLING = SamplingParams(temperature=0.8, top_p=0.95)

@@ -20,6 +20,8 @@ from conftest import (  # noqa: E402
     RecordingBackend,
     calibrated_near_tie,
     check_greedy_rule,
+    check_long_conversation,
+    check_reply_makes_room,
     expected_pairs,
     load,
     make_drafter,
@@ -51,6 +53,26 @@ def hf_models(tiny, hf_dir):
     yield target, draft
     target.close()
     draft.close()
+
+
+@pytest.fixture(scope="module")
+def hf_small(tiny, hf_dir, hf_models):
+    """The tiny pair on transformers with a 256-token context (converted by hf_models)."""
+    target = TransformersBackend(tiny.target, hf_dir, n_ctx=256, n_threads=1, **ON)
+    draft = TransformersBackend(tiny.draft, hf_dir, n_ctx=256, n_threads=1, **ON)
+    yield target, draft
+    target.close()
+    draft.close()
+
+
+@pytest.mark.parametrize("policy", ["rolling", "truncate-middle"])
+def test_a_conversation_three_contexts_long_keeps_answering(hf_small, hf_near_tie, policy):
+    assert check_long_conversation(*hf_small, policy, hf_near_tie)
+
+
+def test_a_reply_that_reaches_the_end_of_the_context_makes_room_and_goes_on(hf_small,
+                                                                           hf_near_tie):
+    check_reply_makes_room(*hf_small, hf_near_tie)
 
 
 def ids_for(backend, text: str) -> list[int]:

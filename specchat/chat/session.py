@@ -1,18 +1,23 @@
 """A conversation with a loaded model pair: messages in, events out.
 
-The session renders the whole conversation with the target's chat template each turn; the
-engine's KV-prefix rule then evaluates only the tokens that are new since the last turn. A
-stopped or cancelled reply is kept as it stands, so nothing typed or generated is lost.
+The session renders the conversation with the target's chat template each turn; the engine's
+KV-prefix rule then evaluates only the tokens that are new since the last turn. When the whole
+conversation no longer fits the context, the context policy (chat/context.py) picks the turns
+left out of the prompt, before the reply and again if the reply reaches the end of the
+context. A stopped or cancelled reply is kept as it stands, so nothing typed or generated is
+lost.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from specchat.engine.events import Event, TurnEvent
+from specchat.chat import context
+from specchat.engine.events import ContextEvent, Event, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
+from specchat.engine.types import Room
 
 
 @dataclass
@@ -20,19 +25,25 @@ class Conversation:
     system: str | None = None
     messages: list[tuple[str, str]] = field(default_factory=list)
 
-    def with_user(self, text: str) -> list[tuple[str, str]]:
-        head = [("system", self.system)] if self.system else []
-        return head + self.messages + [("user", text)]
 
 
 class ChatSession:
-    def __init__(self, engine: SpeculativeEngine, conversation: Conversation | None = None) -> None:
+    def __init__(self, engine: SpeculativeEngine, conversation: Conversation | None = None,
+                 context_policy: str = "rolling") -> None:
         self.engine = engine
         self.conversation = conversation or Conversation()
+        self.context_policy = context_policy
 
-    def prompt_ids(self, user_text: str) -> list[int]:
+    def render(self, messages: Sequence[tuple[str, str]]) -> list[int]:
         target = self.engine.target
-        return target.tokenize(target.render_chat(self.conversation.with_user(user_text)))
+        return target.tokenize(target.render_chat(messages))
+
+    def prompt(self, user_text: str, max_tokens: int) -> Room:
+        """The prompt for a reply to `user_text` and how many turns it leaves out."""
+        conv = self.conversation
+        return context.first_prompt(self.render, conv.system, conv.messages, user_text,
+                                    n_ctx=self.engine.target.n_ctx, policy=self.context_policy,
+                                    max_tokens=max_tokens)
 
     def turn(
         self,
@@ -41,9 +52,26 @@ class ChatSession:
         cancel: threading.Event | None = None,
     ) -> Iterator[Event]:
         """Run one reply; the user message and the reply (even a partial, cancelled one) join
-        the conversation together when the turn ends, so a failed turn leaves no half entry."""
-        ids = self.prompt_ids(user_text)
-        for event in self.engine.generate(ids, settings, cancel):
+        the conversation together when the turn ends, so a failed turn leaves no half entry.
+        A ContextEvent comes first when turns are left out of the prompt."""
+        settings = settings or GenerationSettings()
+        room = self.prompt(user_text, settings.max_tokens)
+        if room.left_out:
+            yield ContextEvent(room.left_out, len(room.prompt_ids))
+        left_out = room.left_out
+        conv = self.conversation
+
+        def make_room(reply: Sequence[int]) -> Room | None:
+            nonlocal left_out
+            fitted = context.fit(self.render, conv.system, conv.messages, user_text,
+                                 n_ctx=self.engine.target.n_ctx, policy=self.context_policy,
+                                 tokens_left=settings.max_tokens - len(reply), reply=reply,
+                                 at_least=left_out + 1)
+            if fitted is not None:
+                left_out = fitted.left_out
+            return fitted
+
+        for event in self.engine.generate(room.prompt_ids, settings, cancel, make_room):
             if isinstance(event, TurnEvent):
                 self.conversation.messages += [("user", user_text), ("assistant", event.text)]
             yield event

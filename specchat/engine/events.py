@@ -107,7 +107,8 @@ class TurnEvent:
     draft: str
     k: int
     stop_reason: str
-    """eos, stop_string, max_tokens, context_full, or cancelled."""
+    """eos, stop_string, max_tokens, context_full (the context is full and the context policy
+    leaves nothing more out), or cancelled."""
     policy: str = ""
     """The draft-length policy: `fixed k=3` or `adaptive k<=8`."""
     predicted_tokens_per_second: float | None = None
@@ -119,6 +120,12 @@ class TurnEvent:
     """tokens_per_second over baseline_tokens_per_second."""
     baseline_tokens_per_second: float | None = None
     """The target-only decode rate at this turn's depth, on this machine, in this run."""
+    context_shifts: int = 0
+    """Times the reply reached the end of the context and went on with turns left out."""
+    shift_tokens: int = 0
+    """Tokens the target evaluated again after those shifts."""
+    shift_s: float = 0.0
+    """Seconds those re-evaluations took (in wall_s, not in decode_s)."""
     baseline_source: str = "not measured"
     """How the baseline was measured: `N target-only steps at depth D` (timed right after the
     turn, continuing its text at the depth where it ended, then dropped), `this turn (target
@@ -129,7 +136,28 @@ class TurnEvent:
         return asdict(self)
 
 
-Event = TokenEvent | RoundEvent | TurnEvent
+@dataclass(frozen=True, slots=True)
+class ContextEvent:
+    """The conversation did not fit the context, so turns were left out of the prompt (the
+    history keeps them): before the reply (`during_reply` False), or when the reply reached the
+    end of the context and the target evaluated the shorter prompt and the reply so far again."""
+
+    left_out: int
+    """Turns of the conversation the model no longer sees."""
+    prompt_tokens: int
+    """Tokens of the prompt the reply goes on from."""
+    during_reply: bool = False
+    reeval_tokens: int = 0
+    """Tokens the target evaluated again to go on (0 before the reply)."""
+    reeval_s: float = 0.0
+    """Seconds that re-evaluation took (not counted in the decode rate)."""
+    type: str = field(default="context", init=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Event = TokenEvent | RoundEvent | TurnEvent | ContextEvent
 
 
 def turn_of(events: Iterable[Event]) -> TurnEvent:

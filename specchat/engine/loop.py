@@ -12,7 +12,7 @@ import codecs
 import statistics
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -20,15 +20,19 @@ import numpy as np
 from specchat.backends.base import Backend
 from specchat.engine import kvsync
 from specchat.engine.drafters import Drafter
-from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind
+from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TokenKind
 from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, Policy
 from specchat.engine.sampling import SamplingParams, row_summary
 from specchat.engine.stats import TurnStats
-from specchat.engine.types import Draft
+from specchat.engine.types import Draft, Room
 from specchat.engine.verify import verify_greedy, verify_sampling
 from specchat.errors import ContextOverflowError
 
 _MAX_CHAR_COMPLETION = 4  # extra tokens allowed so a reply never ends inside a UTF-8 character
+
+MakeRoom = Callable[[Sequence[int]], Room | None]
+"""Asked with the reply's ids so far when the reply reaches the end of the context: a shorter
+prompt to go on from, or None to stop there (`context_full`)."""
 
 
 @dataclass
@@ -154,9 +158,12 @@ class SpeculativeEngine:
         prompt_ids: Sequence[int],
         settings: GenerationSettings | None = None,
         cancel: threading.Event | None = None,
+        make_room: MakeRoom | None = None,
     ) -> Iterator[Event]:
         """Yield the events of one reply to `prompt_ids`: token verdicts and a round summary per
-        round, then one turn summary. Checks `cancel` between rounds."""
+        round, then one turn summary. Checks `cancel` between rounds. When the reply reaches
+        the end of the context, `make_room` may give a shorter prompt: the target evaluates it
+        and the reply so far again (timed, a ContextEvent says so) and the reply goes on."""
         settings = settings or GenerationSettings()
         if len(prompt_ids) >= self.target.n_ctx:
             raise ContextOverflowError(
@@ -181,8 +188,20 @@ class SpeculativeEngine:
                 break
             room = self.target.n_ctx - len(committed)  # draft tokens that still fit
             if room < 0:  # the last committed token cannot be evaluated any more
-                reply.stop_reason = "context_full"
-                break
+                fitted = make_room(reply.ids) if make_room else None
+                if fitted is None:
+                    reply.stop_reason = "context_full"
+                    break
+                committed = fitted.prompt_ids + reply.ids
+                t0 = clock()
+                n = self._refill(committed)
+                stats.add_shift(n, clock() - t0)
+                shift = ContextEvent(fitted.left_out, len(fitted.prompt_ids), True, n,
+                                     clock() - t0)
+                handed = time.perf_counter()
+                yield shift
+                suspended += time.perf_counter() - handed
+                continue
             cap = 0
             if round_no > 0:  # the first token of a turn is the target's alone
                 cap = max(0, min(room, settings.max_tokens - len(reply.ids) - 1))
@@ -234,6 +253,16 @@ class SpeculativeEngine:
             draft=self.drafter.name, k=self.draft_settings.k, policy=self.policy.name,
             stop_reason=reply.stop_reason, baseline=baseline, baseline_source=source,
         )
+
+    def _refill(self, committed: list[int]) -> int:
+        """Evaluate what the target's cache lacks of `committed` but its last token (which the
+        next round evaluates, as always); return how many tokens that was. The drafter catches
+        up at its next proposal, as after any new turn."""
+        todo = kvsync.pending(self.target, committed)[:-1]
+        if todo:
+            self.target.eval(todo, len(todo) - 1)
+        self.drafter.release(committed)
+        return len(todo)
 
     def _plain_step_s(self, committed: list[int], n: int) -> float | None:
         """Median seconds of a plain target step at the depth `committed` reached: n rounds of

@@ -35,6 +35,16 @@ class TurnStats:
     expected_tokens: float = 0.0
     expected_s: float = 0.0
     declined: int = 0
+    shifts: int = 0
+    shift_tokens: int = 0
+    shift_s: float = 0.0
+    """Seconds the target spent evaluating a shortened prompt again mid-reply: in the turn's
+    wall time, not in its decode rate (like the prompt's evaluation before the first token)."""
+
+    def add_shift(self, tokens: int, seconds: float) -> None:
+        self.shifts += 1
+        self.shift_tokens += tokens
+        self.shift_s += seconds
 
     def add_round(self, r: RoundEvent) -> None:
         self.rounds += 1
@@ -74,7 +84,9 @@ class TurnStats:
 
     @property
     def decode_s(self) -> float:
-        return self.t_last - self.t_first if self.t_first is not None else 0.0
+        if self.t_first is None:
+            return 0.0
+        return self.t_last - self.t_first - self.shift_s
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -128,6 +140,9 @@ class TurnStats:
             stop_reason=stop_reason,
             policy=policy,
             predicted_tokens_per_second=self.predicted_tokens_per_second,
+            context_shifts=self.shifts,
+            shift_tokens=self.shift_tokens,
+            shift_s=self.shift_s,
             declined_rounds=self.declined,
             speedup=rate / baseline if rate and baseline else None,
             baseline_tokens_per_second=baseline,

@@ -1,5 +1,6 @@
 """The small value types the engine's parts hand each other: a drafter's `Draft`, the round's
-`Plan` a drafter asks how far to draft, and the `RowSummary` of one logits row.
+`Plan` a drafter asks how far to draft, the `RowSummary` of one logits row, and the `Room` a
+caller makes when a reply reaches the end of the context.
 
 They live apart from the code that makes them so that the drafters, the policy and the loop
 can all name them without importing each other.
@@ -11,6 +12,15 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 import numpy as np
+
+
+class Room(NamedTuple):
+    """A shorter prompt for a reply that reached the end of the context: the caller's answer
+    when the engine asks it to make room (chat/context.py decides what is left out)."""
+
+    prompt_ids: list[int]
+    left_out: int
+    """Turns of the conversation the new prompt leaves out."""
 
 
 class RowSummary(NamedTuple):

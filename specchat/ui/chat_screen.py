@@ -26,14 +26,16 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 from textual.worker import get_current_worker
 
+from specchat.chat.history import ReplyRecorder
 from specchat.chat.session import ChatSession, Conversation
 from specchat.costs import conditional
 from specchat.engine.drafters import Drafter
-from specchat.engine.events import Event, RoundEvent, TokenEvent, TurnEvent
+from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.loop import SpeculativeEngine
 from specchat.engine.stats import TurnStats
-from specchat.errors import ContextOverflowError, ModelNotInstalledError, SpecchatError
+from specchat.errors import ModelNotInstalledError, SpecchatError
 from specchat.host import StepGate, round_batches
+from specchat.render import context_note
 from specchat.trace import Lane, Trace, lane_label
 from specchat.ui.cost_screen import CostScreen
 from specchat.ui.fetch_screen import FetchScreen
@@ -136,6 +138,8 @@ class ChatScreen(Screen):
         """This conversation's finished turns (for the costs screen)."""
         self.dirty = False
         self.status_text = ""
+        self.recorder: ReplyRecorder | None = None
+        """Saves the reply in flight as it grows (None for a replay)."""
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -214,14 +218,21 @@ class ChatScreen(Screen):
             self.load_models(self.app.settings.warm_up)
 
     def on_models_ready(self, message: ModelsReady) -> None:
-        self.session = ChatSession(message.engine,
-                                   Conversation(system=self.app.settings.settings.sampling.system))
+        sampling = self.app.settings.settings.sampling
+        self.session = ChatSession(message.engine, Conversation(system=sampling.system),
+                                   sampling.context_policy)
         self.query_one(StatsPanel).show(self.stats, self.draft_name)
         self.query_one(PromptInput).disabled = False
         self.query_one(PromptInput).focus()
         assert self.target_path is not None
         self.set_status(f"target {self.target_path.name} · draft {self.draft_name}"
                         " · Enter sends, Ctrl+J newline, Esc stops")
+        history = self.app.history
+        if history.problem:
+            self.set_status(f"[b]{history.problem}[/]")
+        elif interrupted := history.interrupted():
+            self.notify(f"A reply in “{interrupted[0].title}” was cut off when specchat stopped: "
+                        "Ctrl+O opens it (marked interrupted).", timeout=10)
 
     def on_worker_failed(self, message: WorkerFailed) -> None:
         if message.in_turn and self.live is not None:
@@ -250,12 +261,14 @@ class ChatScreen(Screen):
         self.live.show_rejected = self.app.show_rejected
         transcript.mount(user, self.live)
         transcript.scroll_end(animate=False)
+        self.recorder = None
         if self.session is not None:  # a replay is not a conversation
             history = self.app.history
             if self.conversation_id is None:
                 self.conversation_id = history.new_conversation(
                     text[:60], str(self.target_path), self.draft_name, self.session.conversation.system)
             history.add_message(self.conversation_id, "user", text)
+            self.recorder = ReplyRecorder(history, self.conversation_id)
         self.stats = TurnStats()
         self.cancel = threading.Event()
         self.gate.reset()
@@ -273,8 +286,6 @@ class ChatScreen(Screen):
                 self.post_message(EventBatch(batch))
                 if isinstance(batch[-1], RoundEvent):
                     gate.hold(cancel)  # the engine's clock excludes this pause
-        except ContextOverflowError as exc:
-            self.post_message(WorkerFailed(f"{exc}; start a new chat (Ctrl+N) or raise --ctx", True))
         except SpecchatError as exc:
             self.post_message(WorkerFailed(str(exc), True))
 
@@ -309,7 +320,11 @@ class ChatScreen(Screen):
             self.live.add_tokens(tokens)
         self.dirty = True
         for event in message.events:
-            if isinstance(event, RoundEvent):
+            if self.recorder is not None:
+                self.recorder(event)
+            if isinstance(event, ContextEvent):
+                self.show_context(event)
+            elif isinstance(event, RoundEvent):
                 self.stats.add_round(event)
                 if self.gate.on:
                     self.query_one(StepPanel).update(
@@ -318,6 +333,18 @@ class ChatScreen(Screen):
             elif isinstance(event, TurnEvent):
                 self.redraw(busy=True)
                 self._finish_turn(event)
+
+    def show_context(self, event: ContextEvent) -> None:
+        """Say in the transcript that turns were left out of the model's view: above the reply
+        when it happened before it, under the reply when the reply ran into the limit."""
+        assert self.live is not None
+        note = context_note(event)
+        if event.during_reply:
+            self.live.note = "; ".join(filter(None, (self.live.note, note)))
+        else:
+            self.query_one("#transcript", VerticalScroll).mount(
+                Static(f"⋯ {note}", classes="context"), before=self.live)
+        self.set_status(f"{note} (context policy: {self.app.settings.settings.sampling.context_policy})")
 
     def redraw(self, busy: bool | None = None) -> None:
         if not self.dirty or self.live is None:
@@ -338,16 +365,16 @@ class ChatScreen(Screen):
         if turn.baseline_tokens_per_second:
             side.set_baseline(turn.baseline_tokens_per_second, turn.baseline_source)
         side.show(self.stats, turn.draft, final=turn)
-        if turn.stop_reason == "cancelled":
-            self.live.note = "stopped"
+        ends = {"cancelled": "stopped",
+                "context_full": "the context is full: Ctrl+N starts a new chat, or raise --ctx"}
+        if turn.stop_reason in ends:
+            self.live.note = "; ".join(filter(None, (self.live.note, ends[turn.stop_reason])))
             self.live.refresh_content()
-        stats = {k: getattr(turn, k) for k in (
-            "n_tokens", "n_drafted", "n_accepted", "acceptance_rate", "mean_accepted_length",
-            "tokens_per_second", "ttft_s", "target_passes", "draft", "k", "stop_reason")}
-        if self.conversation_id is not None:
-            self.app.history.add_message(self.conversation_id, "assistant", turn.text, stats)
         self.query_one(PromptInput).cursor_blink = True
-        self.set_status(f"{turn.n_tokens} tokens · stop: {turn.stop_reason}" + slower_why(turn))
+        status = f"{turn.n_tokens} tokens · stop: {turn.stop_reason}" + slower_why(turn)
+        if self.app.history.problem:
+            status = f"[b]{self.app.history.problem}[/]"
+        self.set_status(status)
 
     # -- actions ----------------------------------------------------------------------------
     def action_stop(self) -> None:
@@ -544,6 +571,8 @@ class ChatScreen(Screen):
         transcript.remove_children()
         for m in messages:
             widget = LiveReply(role=m.role)
+            if not m.complete:
+                widget.note = "interrupted: specchat stopped before this reply ended"
             widget.set_plain(m.content)
             transcript.mount(widget)
         transcript.scroll_end(animate=False)
@@ -553,3 +582,4 @@ class ChatScreen(Screen):
         """The app's settings changed: the engine uses them from the next turn on."""
         if self.session is not None:
             self.app.host.configure(self.session.engine)
+            self.session.context_policy = self.app.settings.settings.sampling.context_policy

@@ -50,9 +50,12 @@ class HistoryScreen(ModalScreen[int | None]):
     def reload(self) -> None:
         options = self.query_one(OptionList)
         options.clear_options()
+        cut = {c.id for c in self.store.interrupted()}
         for c in self.store.conversations():
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated))
-            options.add_option(Option(f"{when}  {c.title}  [dim]({c.draft})[/dim]", id=str(c.id)))
+            mark = "  [b]interrupted[/b]" if c.id in cut else ""
+            options.add_option(Option(f"{when}  {c.title}  [dim]({c.draft})[/dim]{mark}",
+                                      id=str(c.id)))
         if options.option_count:
             options.highlighted = 0
         options.focus()

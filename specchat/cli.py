@@ -232,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     config = Config.load()
     defaults, problems = settings_schema.from_config(config.section("engine"))
-    for line in ([config.error] if config.error else []) + problems:
+    for line in ([config.error] if config.error else []) + config.problems + problems:
         print(f"specchat: warning: {line}", file=sys.stderr)
     parser = build_parser(defaults)
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -2,7 +2,11 @@
 
 
 class SpecchatError(Exception):
-    """A problem with the user's input or environment, with a message that says what to do."""
+    """A problem with the user's input or environment, with a message that says what to do.
+    The message is one line: a line break in it (from a file name, say) is shown as \\n."""
+
+    def __init__(self, message: str = "", *args: object) -> None:
+        super().__init__(str(message).replace("\r", "\\r").replace("\n", "\\n"), *args)
 
 
 class ModelFileError(SpecchatError):

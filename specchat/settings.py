@@ -10,6 +10,7 @@ form field means the field's default, so a seed or a GPU-layer count can be set 
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any
@@ -22,13 +23,31 @@ BACKENDS = ("llamacpp", "transformers")
 POLICIES = ("fixed", "adaptive")
 
 
+def bounded(kind: Callable[[str], Any], low: float | None, high: float | None
+            ) -> Callable[[str], Any]:
+    """`kind`, refusing a number outside [low, high] (and NaN or infinity) with ValueError."""
+    if low is None and high is None:
+        return kind
+
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if not math.isfinite(value) or (low is not None and value < low) or (
+                high is not None and value > high):
+            raise ValueError(text)
+        return value
+    parse.__name__ = getattr(kind, "__name__", "value")  # argparse names the type in errors
+    return parse
+
+
 def opt(default: Any, help: str, *, kind: Callable[[str], Any] | None = None,
         label: str | None = None, flag: str | None = None,
-        choices: tuple[str, ...] | None = None, hint: str = "") -> Any:
-    """A settings field. `kind` parses text (default: the default's type); `label` puts it in
-    the settings form and the config file; `hint` says what an empty form field means."""
-    meta = {"help": help, "kind": kind or type(default), "label": label, "flag": flag,
-            "choices": choices, "hint": hint}
+        choices: tuple[str, ...] | None = None, hint: str = "",
+        low: float | None = None, high: float | None = None) -> Any:
+    """A settings field. `kind` parses text (default: the default's type), within [low, high]
+    where given; `label` puts it in the settings form and the config file; `hint` says what an
+    empty form field means."""
+    meta = {"help": help, "kind": bounded(kind or type(default), low, high), "label": label,
+            "flag": flag, "choices": choices, "hint": hint}
     if isinstance(default, list):
         return field(default_factory=list, metadata=meta)
     return field(default=default, metadata=meta)
@@ -42,20 +61,20 @@ class ModelOptions:
     draft: str = opt("default", "GGUF path, catalog name, 'default', 'ngram', 'ngram+MODEL' "
                                       "(n-gram matches first, the model otherwise) or 'none'",
                      label="drafter", hint="as --draft takes it; the draft menu (Ctrl+D) swaps live")
-    n_ctx: int = opt(4096, "context size in tokens", flag="--ctx")
-    threads: int | None = opt(None, "CPU threads (default: all cores)", kind=int)
+    n_ctx: int = opt(4096, "context size in tokens", flag="--ctx", low=32)
+    threads: int | None = opt(None, "CPU threads (default: all cores)", kind=int, low=1)
     target_gpu_layers: int | None = opt(
         None, "layers of the target on the GPU (default: all, where a GPU backend exists)",
-        kind=int, label="target GPU layers", hint="empty = all where a GPU exists")
+        kind=int, label="target GPU layers", hint="empty = all where a GPU exists", low=-1)
     draft_gpu_layers: int | None = opt(
         None, "layers of the draft on the GPU (default: all, where a GPU backend exists)",
-        kind=int, label="draft GPU layers", hint="empty = all where a GPU exists")
+        kind=int, label="draft GPU layers", hint="empty = all where a GPU exists", low=-1)
     backend: str = opt("llamacpp", "llamacpp (GGUF) or transformers (torch: checkpoint folders "
                                    "or GGUF, needs the transformers extra)", choices=BACKENDS)
     device: str | None = opt(None, "transformers: cpu, cuda or mps (default: auto)", kind=str)
     dtype: str = opt("auto", "transformers: float32, bfloat16 or float16 (default: auto)")
-    ngram_n: int = opt(3, "shortest match the n-gram drafter uses")
-    ngram_n_max: int = opt(12, "longest match it looks for first")
+    ngram_n: int = opt(3, "shortest match the n-gram drafter uses", low=1)
+    ngram_n_max: int = opt(12, "longest match it looks for first", low=1)
 
 
 def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
@@ -80,10 +99,12 @@ class DraftOptions:
                       choices=POLICIES, label="draft policy",
                       hint="fixed or adaptive (chooses up to k a round)")
     k: int = opt(3, "tokens to draft per round (adaptive: the most per round)",
-                 label="draft length k", hint="tokens drafted per round (adaptive: at most)")
-    n_min: int = opt(0, "drop drafts shorter than this", label="minimum draft")
+                 label="draft length k", hint="tokens drafted per round (adaptive: at most)",
+                 low=1, high=64)
+    n_min: int = opt(0, "drop drafts shorter than this", label="minimum draft", low=0)
     p_min: float = opt(0.0, "stop drafting when the draft's top probability is below this",
-                       label="confidence stop", hint="stop drafting below this draft probability")
+                       label="confidence stop", hint="stop drafting below this draft probability",
+                       low=0.0, high=1.0)
 
     def engine(self) -> DraftSettings:
         return DraftSettings(self.k, self.n_min, self.p_min, self.policy == "adaptive")
@@ -93,12 +114,12 @@ class DraftOptions:
 class SamplingOptions:
     """How each reply is sampled, when it ends, and what its speedup is measured against."""
 
-    temperature: float = opt(0.0, "0 = greedy", label="temperature")
-    top_k: int = opt(0, "0 = off", label="top-k")
-    top_p: float = opt(1.0, "1 = off", label="top-p")
+    temperature: float = opt(0.0, "0 = greedy", label="temperature", low=0.0, high=100.0)
+    top_k: int = opt(0, "0 = off", label="top-k", low=0)
+    top_p: float = opt(1.0, "1 = off", label="top-p", low=0.0, high=1.0)
     seed: int | None = opt(None, "random seed (default: random)", kind=int, label="seed",
-                           hint="empty = random")
-    max_tokens: int = opt(256, "tokens per reply", label="max tokens", hint="per reply")
+                           hint="empty = random", low=0)
+    max_tokens: int = opt(256, "tokens per reply", label="max tokens", hint="per reply", low=1)
     stop: list[str] = opt([], "stop string (repeatable)", kind=str)
     system: str | None = opt(None, "system message", kind=str)
     context_policy: str = opt(
@@ -107,7 +128,7 @@ class SamplingOptions:
         kind=one_of(CONTEXT_POLICIES), choices=CONTEXT_POLICIES, label="context policy",
         hint="rolling, truncate-middle or stop")
     baseline_steps: int = opt(4, "after each speculative reply, time this many target-only steps "
-                                 "at the depth it ended, for its speedup (0: off)")
+                                 "at the depth it ended, for its speedup (0: off)", low=0)
 
     def params(self) -> SamplingParams:
         return SamplingParams(self.temperature, self.top_k, self.top_p, self.seed)

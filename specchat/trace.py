@@ -8,6 +8,8 @@ the start of the turn), which is all a replay needs to keep the original pace.
 from __future__ import annotations
 
 import json
+import types
+import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, Any
@@ -58,11 +60,34 @@ def lane_label(meta: dict[str, Any]) -> str:
     return f"speculative: {draft}, {how}{settings.get('k', '?')}"
 
 
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value has the type a field's annotation names (int counts as float)."""
+    if isinstance(hint, types.UnionType):
+        return any(_fits(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if typing.get_origin(hint) is list:
+        (item,) = typing.get_args(hint)
+        return isinstance(value, list) and all(_fits(v, item) for v in value)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
 def event_from_json(data: dict[str, Any]) -> Event:
+    """An event as `to_json` wrote it; ValueError names a field that is missing or wrong."""
+    if not isinstance(data, dict) or data.get("type") not in _TYPES:
+        raise ValueError(f"not an event: {str(data)[:60]}")
     cls = _TYPES[data["type"]]
+    hints = typing.get_type_hints(cls)
     kwargs = {f.name: data[f.name] for f in fields(cls) if f.init and f.name in data}
     if cls is TokenEvent:
-        kwargs["kind"] = TokenKind(kwargs["kind"])
+        kwargs["kind"] = TokenKind(str(kwargs.get("kind")))
+    for name, value in kwargs.items():
+        if name != "kind" and not _fits(value, hints[name]):
+            raise ValueError(f"{data['type']} event: {name} = {str(value)[:30]} has the wrong type")
     return cls(**kwargs)
 
 
@@ -79,13 +104,16 @@ def read_trace(path: str | Path) -> Trace:
         path = shipped.get(path.name.removesuffix(".jsonl"), path)
     try:
         lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-        if not lines or lines[0].get("type") != "trace":
+        if not lines or not isinstance(lines[0], dict) or lines[0].get("type") != "trace":
             raise ValueError("no trace header on the first line")
+        if not isinstance(lines[0].get("settings", {}), dict):
+            raise ValueError("the header's settings are not a table")
         return Trace(lines[0], [event_from_json(d) for d in lines[1:]])
     except FileNotFoundError:
         raise SpecchatError(f"trace file not found: {path}") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SpecchatError(f"not a specchat trace: {path} ({exc})") from None
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise SpecchatError(f"not a specchat trace: {path} ({reason})") from None
 
 
 @dataclass

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnEven
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams, sample
 from specchat.engine.verify import Verdict
+from specchat.errors import SpecchatError
 from specchat.settings import DraftOptions, ModelOptions, SamplingOptions, Settings
 
 DIVERGENCES: list[str] = []
@@ -420,8 +422,29 @@ def pair_chi_square_p(samples, expected) -> float:
     return chi_square_p(counts, probs / probs.sum())
 
 
+FUZZED: Counter[str] = Counter()
+"""Inputs each reader of outside input was given by the fuzz tests (printed at the end)."""
+
+
+def read_or_one_line(reader: str, read, *args):
+    """`read(*args)`'s value, or None when it refused the input with a SpecchatError of one
+    clear line (anything else, a traceback, fails the test)."""
+    FUZZED[reader] += 1
+    try:
+        return read(*args)
+    except SpecchatError as exc:
+        text = str(exc)
+        assert text and "\n" not in text, text
+        return None
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
-    """Print every greedy divergence the end-to-end tests saw, with its position and gap."""
+    """Print every greedy divergence the end-to-end tests saw, with its position and gap, and
+    how many inputs each reader was fuzzed with."""
+    if FUZZED:
+        terminalreporter.section("fuzzed inputs per reader")
+        for reader, n in sorted(FUZZED.items()):
+            terminalreporter.write_line(f"{reader}: {n}")
     if DIVERGENCES:
         terminalreporter.section("greedy divergences from target-only (default pair)")
         for line in DIVERGENCES:

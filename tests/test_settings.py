@@ -15,11 +15,12 @@ optional_int = st.none() | st.integers(0, 200)
 form_settings = st.builds(
     Settings,
     models=st.builds(ModelOptions, target_gpu_layers=optional_int, draft_gpu_layers=optional_int),
-    draft=st.builds(DraftOptions, policy=st.sampled_from(schema.POLICIES), k=st.integers(0, 16),
+    draft=st.builds(DraftOptions, policy=st.sampled_from(schema.POLICIES), k=st.integers(1, 16),
                     n_min=st.integers(0, 8), p_min=st.floats(0, 1)),
     sampling=st.builds(SamplingOptions, temperature=st.floats(0, 4), top_k=st.integers(0, 500),
                        top_p=st.floats(0, 1), seed=st.none() | st.integers(0, 2**32),
-                       max_tokens=st.integers(1, 4096)),
+                       max_tokens=st.integers(1, 4096),
+                       context_policy=st.sampled_from(schema.CONTEXT_POLICIES)),
 )
 
 
@@ -49,6 +50,15 @@ def test_flags_override_and_a_bad_config_value_is_reported_not_used():
     assert (s.draft.k, s.draft.engine().adaptive, s.models.n_ctx) == (6, True, 512)
     assert s.sampling.stop == ["a", "b"] and s.models.target_gpu_layers == 0
     assert s.sampling.seed == 5 and Settings().sampling.stop == []
+
+
+def test_values_out_of_range_are_reported_and_not_used():
+    bad = {"k": 0, "temperature": float("nan"), "top_p": 1.5, "max_tokens": -3, "seed": -1,
+           "context_policy": "forget"}
+    loaded, problems = schema.from_config(bad)
+    assert loaded == Settings() and len(problems) == len(bad)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["ask", "hi", "--k", "0"])
 
 
 def test_an_empty_form_field_is_the_default_and_a_bad_one_names_the_field():

@@ -40,18 +40,31 @@ class Prompt:
     max_tokens: int | None = None
 
 
+def _prompt(p: dict[str, Any]) -> Prompt:
+    prompt = Prompt(p["category"], p["name"], p["text"], p.get("max_tokens"))
+    if not all(isinstance(v, str) and v for v in (prompt.category, prompt.name, prompt.text)):
+        raise ValueError(f"category, name and text must be text: {p!r:.60}")
+    if prompt.max_tokens is not None and (
+            not isinstance(prompt.max_tokens, int) or isinstance(prompt.max_tokens, bool)
+            or prompt.max_tokens < 1):
+        raise ValueError(f"max_tokens must be a positive whole number: {p!r:.60}")
+    return prompt
+
+
 def load_prompts(path: Path | None = None, categories: Sequence[str] = ()) -> list[Prompt]:
     """The built-in suite, or the user's file of the same form; optionally some categories."""
     path = path or BUILTIN_PROMPTS
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-        prompts = [Prompt(p["category"], p["name"], p["text"], p.get("max_tokens"))
-                   for p in data["prompt"]]
+        prompts = [_prompt(p) for p in data["prompt"]]
+        if not prompts:
+            raise ValueError("no [[prompt]] in it")
     except FileNotFoundError:
         raise SpecchatError(f"prompts file not found: {path}") from None
-    except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        reason = " ".join(str(exc).split())
         raise SpecchatError(f"{path}: not a prompts file ([[prompt]] with category, name, "
-                            f"text): {exc}") from None
+                            f"text): {reason}") from None
     if categories:
         unknown = set(categories) - {p.category for p in prompts}
         if unknown:

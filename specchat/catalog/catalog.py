@@ -38,20 +38,36 @@ class Catalog:
 
     @classmethod
     def load(cls, path: Path | None = None) -> Catalog:
+        """The catalog file; a file that is not one raises ModelFileError with the reason."""
         path = path or resource_dir("models") / "catalog.toml"
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        models = {
-            name: CatalogModel(name=name, sources=list(m.get("sources", [])),
-                               **{k: m[k] for k in ("family", "params", "quant", "file", "size",
-                                                    "sha256")})
-            for name, m in raw.get("models", {}).items()
-        }
-        return cls(models, raw.get("pairs", {}))
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+            models = {name: _model(name, m) for name, m in raw.get("models", {}).items()}
+            pairs = raw.get("pairs", {})
+            for pair, roles in pairs.items():
+                if not isinstance(roles, dict) or any(
+                        roles.get(role) not in models for role in ("target", "draft")):
+                    raise ValueError(f"pair {pair!r} needs a target and a draft from [models]")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            reason = " ".join(str(exc).split())
+            raise ModelFileError(f"not a usable model catalog: {path} ({reason})") from None
+        return cls(models, pairs)
 
     def pair_models(self, pair: str = "default") -> list[CatalogModel]:
         if pair not in self.pairs:
             raise ModelFileError(f"no pair named {pair!r} in the catalog")
         return [self.models[self.pairs[pair][role]] for role in ("target", "draft")]
+
+
+def _model(name: str, m: dict[str, Any]) -> CatalogModel:
+    """One [models.NAME] table, its fields checked (a size is an int, the rest text)."""
+    fields = {k: m[k] for k in ("family", "params", "quant", "file", "size", "sha256")}
+    sources = m.get("sources", [])
+    if not isinstance(fields["size"], int) or not all(
+            isinstance(fields[k], str) for k in fields if k != "size") or not isinstance(
+            sources, list) or not all(isinstance(s, dict) for s in sources):
+        raise ValueError(f"model {name!r}: a field has the wrong type")
+    return CatalogModel(name=name, sources=list(sources), **fields)
 
 
 def models_dir(config: Config | None = None) -> Path:

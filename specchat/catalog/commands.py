@@ -94,7 +94,10 @@ def cmd_verify(console: Console, config: Config) -> int:
 
 
 def cmd_add(path_text: str, console: Console, config: Config) -> int:
-    path = Path(path_text).expanduser().resolve()
+    try:
+        path = Path(path_text).expanduser().resolve()
+    except (OSError, ValueError, RuntimeError) as exc:  # NUL byte, unknown ~user, too long
+        raise ModelFileError(f"not a usable path: {path_text!r} ({exc})") from None
     info = compat.header(path)  # raises a clear error for a bad file
     files = config.data.setdefault("models", {}).setdefault("files", [])
     if str(path) not in files:
@@ -159,9 +162,7 @@ def cmd_list(console: Console, config: Config) -> int:
 
 def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
-    config = Config.load()
-    if config.error:
-        Console(stderr=True).print(f"[yellow]warning:[/] {config.error}")
+    config = Config.load()  # a broken file was reported by the command line already
     match args.models_command:
         case "list":
             return cmd_list(console, config)

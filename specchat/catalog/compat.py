@@ -89,8 +89,12 @@ def _cached_info(path: Path, mtime_ns: int, size: int) -> GGUFInfo:
 
 def header(path: str | Path) -> GGUFInfo:
     """The GGUF header of `path`, parsed once per file version."""
-    p = Path(path).resolve()
-    st = p.stat() if p.exists() else None
+    p = Path(path)
+    try:
+        p = p.resolve()
+        st = p.stat() if p.is_file() else None
+    except (OSError, ValueError, RuntimeError):
+        st = None  # read_gguf says what is wrong with it
     return _cached_info(p, st.st_mtime_ns, st.st_size) if st else read_gguf(p)
 
 

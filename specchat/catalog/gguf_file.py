@@ -102,21 +102,23 @@ class _Cursor:
 def read_gguf(path: str | Path) -> GGUFInfo:
     """Parse the header of `path`; raise ModelFileError if it is missing, not a GGUF, or cut short."""
     path = Path(path)
-    if not path.exists():
-        raise ModelFileError(f"model file not found: {path}")
-    if not path.is_file():
-        raise ModelFileError(f"not a file: {path}")
-    size = path.stat().st_size
-    with path.open("rb") as fh:
-        if fh.read(4) != _MAGIC:
-            raise ModelFileError(f"not a GGUF file (no GGUF magic at the start): {path}")
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            try:
+    try:
+        if not path.exists():
+            raise ModelFileError(f"model file not found: {path}")
+        if not path.is_file():
+            raise ModelFileError(f"not a file: {path}")
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            if fh.read(4) != _MAGIC:
+                raise ModelFileError(f"not a GGUF file (no GGUF magic at the start): {path}")
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 return _parse(path, size, buf)
-            except (struct.error, ValueError, IndexError, KeyError) as exc:
-                raise ModelFileError(
-                    f"GGUF file is truncated or corrupt: {path} ({exc})"
-                ) from None
+    except (struct.error, ValueError, IndexError, KeyError, TypeError, ArithmeticError,
+            RecursionError) as exc:
+        reason = " ".join(str(exc).split())
+        raise ModelFileError(f"GGUF file is truncated or corrupt: {path} ({reason})") from None
+    except OSError as exc:
+        raise ModelFileError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _parse(path: Path, size: int, buf: mmap.mmap) -> GGUFInfo:

@@ -76,10 +76,16 @@ class StoredMessage:
     """False for a reply whose turn never ended: specchat stopped while writing it."""
 
 
-def _open(target: Path | str) -> sqlite3.Connection:
-    """A connection with the schema in place (an older file gains the columns it lacks)."""
+def _connect(target: Path | str) -> sqlite3.Connection:
     db = sqlite3.connect(target, check_same_thread=False, isolation_level=None,
                          timeout=LOCK_WAIT_S)
+    db.text_factory = lambda raw: raw.decode("utf-8", "replace")  # a damaged file's bytes
+    return db
+
+
+def _open(target: Path | str) -> sqlite3.Connection:
+    """A connection with the schema in place (an older file gains the columns it lacks)."""
+    db = _connect(target)
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
@@ -100,38 +106,46 @@ class HistoryStore:
         self.path = path or default_history_path()
         self.problem: str | None = None
         """Why the history is not being saved to `path` (None while it is)."""
+        self._fresh = False
+        """The store is an empty in-memory database: nothing left to fall back to."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = _open(self.path)
-        except (OSError, sqlite3.Error) as exc:
-            self._db = _open(":memory:")
+        except (OSError, sqlite3.Error, UnicodeDecodeError) as exc:
+            self._db, self._fresh = _open(":memory:"), True
             self.problem = _problem(self.path, "cannot be opened", exc)
 
     def _use(self, act: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `act` in one transaction; if the file fails it, go on in memory and run it
-        there (the file is left as it is)."""
+        """Run `act` in one transaction. If the file fails it, go on in memory with a copy of
+        what the file holds (ids stay valid), and if the copy fails it too, in an empty one;
+        the file is left as it is."""
         try:
             with self._db:
                 return act(self._db)
-        except sqlite3.Error as exc:
-            if self.problem is not None:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # a damaged schema's error message
+            if self._fresh:
                 raise
-            self._to_memory(exc)
-            with self._db:
-                return act(self._db)
+            self._to_memory(exc, copy=self.problem is None)
+            return self._use(act)
 
-    def _to_memory(self, exc: sqlite3.Error) -> None:
-        memory = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        try:
-            self._db.backup(memory)  # what the file still gives, so ids stay valid
-            memory.execute("PRAGMA foreign_keys=ON")
-        except sqlite3.Error:
-            memory.close()
-            memory = _open(":memory:")
+    def _to_memory(self, exc: Exception, copy: bool) -> None:
+        memory = None
+        if copy:
+            memory = _connect(":memory:")
+            try:
+                self._db.backup(memory)
+                memory.execute("PRAGMA foreign_keys=ON")
+                if memory.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+                    raise sqlite3.DatabaseError("the copy is damaged too")
+            except (sqlite3.Error, UnicodeDecodeError):
+                memory.close()
+                memory = None
+        if memory is None:
+            memory, self._fresh = _open(":memory:"), True
             memory.execute("PRAGMA foreign_keys=OFF")  # rows may name conversations it lost
         self._db.close()
         self._db = memory
-        self.problem = _problem(self.path, "cannot be written", exc)
+        self.problem = self.problem or _problem(self.path, "cannot be written", exc)
 
     def new_conversation(self, title: str, target: str, draft: str,
                          system: str | None = None) -> int:

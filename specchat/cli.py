@@ -98,7 +98,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
             return session.turn(text, generation, cancel)
 
         try:
-            for event in _in_worker(turn):
+            for event in in_worker(turn):
                 render(event)
                 record(event)
         except SpecchatError as exc:  # this turn failed; the conversation goes on
@@ -113,7 +113,7 @@ def _warn_history(history: HistoryStore, warned: str | None) -> str | None:
     return history.problem
 
 
-def _in_worker(turn: Callable[[threading.Event], Iterator[Event]]) -> Iterator[Event]:
+def in_worker(turn: Callable[[threading.Event], Iterator[Event]]) -> Iterator[Event]:
     """Run a turn in a worker thread; Ctrl-C in this thread sets its cancel flag, and the
     engine ends the turn cleanly after the round in flight (caches consistent, reply kept)."""
     cancel = threading.Event()

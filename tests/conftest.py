@@ -113,14 +113,26 @@ def real_pair() -> tuple[Path, Path]:
         pytest.skip(f"default pair not installed: {exc}")
 
 
-def specchat(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """`specchat ARGS` as a user runs it, with its own config and models folder (and where
-    the package comes from when it is not installed, as on a GPU check's machine)."""
+def specchat_env(tmp_path: Path) -> dict[str, str]:
+    """A user's environment with its own config, models folder and data folder (the history),
+    and where the package comes from when it is not installed (a GPU check's machine)."""
     env = {"SPECCHAT_CONFIG": str(tmp_path / "config.toml"),
-           "SPECCHAT_MODELS_DIR": str(tmp_path / "models"), "PATH": "/usr/bin:/bin"}
+           "SPECCHAT_MODELS_DIR": str(tmp_path / "models"), "PATH": "/usr/bin:/bin",
+           "XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path)}
     env |= {k: os.environ[k] for k in ("PYTHONPATH", "LD_LIBRARY_PATH") if k in os.environ}
+    return env
+
+
+def specchat(*args: str, tmp_path: Path, stdin: str | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    """`specchat ARGS` as a user runs it, in `specchat_env`."""
     return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+                          text=True, env=specchat_env(tmp_path), timeout=120, input=stdin)
+
+
+def history_path(tmp_path: Path) -> Path:
+    """Where `specchat` in `specchat_env(tmp_path)` keeps its history."""
+    return tmp_path / "data" / "specchat" / "history.sqlite3"
 
 
 def make_wheel(folder: Path, name: str, version: str, member: str, payload: bytes) -> Path:

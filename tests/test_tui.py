@@ -200,6 +200,24 @@ def test_a_prompt_too_long_for_the_context_is_a_clear_error_and_the_chat_goes_on
     run_async(scenario)
 
 
+def test_a_long_conversation_keeps_going_and_says_what_the_model_no_longer_sees(tiny, tmp_path):
+    app = make_app(tiny, tmp_path, max_tokens=40)
+    app.settings.settings.models.n_ctx = 256
+
+    async def scenario():
+        from textual.widgets import Static
+
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            for i in range(6):
+                await say(app, pilot, f"follow-up {i}: make it iterative and add a docstring")
+            notes = [str(s.render()) for s in app.chat.query(Static).filter(".context")]
+            assert notes and all("left out of the model's view" in n for n in notes)
+            assert app.chat.last_turn.stop_reason == "max_tokens"
+            assert len(app.history.messages(app.chat.conversation_id)) == 12  # all kept
+    run_async(scenario)
+
+
 def test_changing_the_target_keeps_the_chat_and_drops_a_draft_that_no_longer_fits(
         tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tiny.target.parent))

@@ -8,6 +8,7 @@ import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -181,6 +182,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return tune.run(args)
 
 
+def cmd_rpc_server(args: argparse.Namespace) -> int:
+    """Serve this machine's GPUs (or CPU) to specchat's --rpc on other machines."""
+    from specchat.backends import rpc
+
+    rpc.serve(args.host, args.port, args.threads, args.cache, args.expose)
+    return 0
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from specchat.catalog import commands
 
@@ -216,6 +225,18 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
                         help="step-through: each round waits for Space")
     replay.add_argument("--speed", type=float, default=1.0, help="2 = twice as fast")
     replay.set_defaults(func=cmd_replay)
+    server = sub.add_parser(
+        "rpc-server", help="serve this machine's GPU (or CPU) to --rpc on other machines")
+    server.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default: %(default)s, this machine only)")
+    server.add_argument("--port", type=int, default=50052, help="(default: %(default)s)")
+    server.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+    server.add_argument("--cache", type=Path, metavar="DIR",
+                        help="keep received tensors here, so a model loads faster next time")
+    server.add_argument("--expose", action="store_true",
+                        help="allow an address other than loopback (no authentication: read "
+                             "the warning it prints)")
+    server.set_defaults(func=cmd_rpc_server)
     from specchat.bench.command import add_parser as add_bench_parser
     from specchat.catalog.commands import add_parser as add_models_parser
 

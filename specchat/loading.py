@@ -20,9 +20,12 @@ from specchat.errors import CacheTruncationError, IncompatibleDraftError, Specch
 from specchat.settings import BACKENDS, ModelOptions, Settings
 
 
-def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | None) -> Backend:
-    """One model on the backend the options name."""
+def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | None,
+               rpc: str | None = None) -> Backend:
+    """One model on the backend the options name (its layers on the RPC servers `rpc` names)."""
     if options.backend == "transformers":
+        if rpc:
+            raise SpecchatError("--rpc needs the llamacpp backend")
         from specchat.backends.hf import TransformersBackend
 
         return TransformersBackend(path, models_dir(), n_ctx=n_ctx, device=options.device,
@@ -31,12 +34,13 @@ def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | 
         raise SpecchatError(f"backend {options.backend!r}: choose one of {', '.join(BACKENDS)}")
     from specchat.backends.llamacpp import LlamaCppBackend  # the transformers path needs no build
 
-    return LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=gpu_layers, n_threads=options.threads)
+    return LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=gpu_layers, n_threads=options.threads,
+                           rpc=rpc)
 
 
 def load_target(spec: str, options: ModelOptions, catalog: Catalog | None = None) -> Backend:
     path = resolve_model(spec, "target", catalog)
-    return load_model(path, options, options.n_ctx, options.target_gpu_layers)
+    return load_model(path, options, options.n_ctx, options.target_gpu_layers, options.rpc)
 
 
 def load_drafter(
@@ -66,7 +70,7 @@ def load_drafter(
     headers = path.suffix == ".gguf" and target.path.suffix == ".gguf"
     if headers:  # judged from the headers, before any weights load
         _compatible(compat.check(target.path, path), path, target)
-    backend = load_model(path, options, target.n_ctx, options.draft_gpu_layers)
+    backend = load_model(path, options, target.n_ctx, options.draft_gpu_layers, options.draft_rpc)
     if not headers:
         verdict = compat.check_loaded(target, backend)
         if not verdict.ok:

@@ -39,6 +39,15 @@ def bounded(kind: Callable[[str], Any], low: float | None, high: float | None
     return parse
 
 
+def rpc_endpoints(text: str) -> str:
+    """`HOST:PORT[,HOST:PORT...]` as given; ValueError when one part is not HOST:PORT."""
+    for part in text.split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(text)
+    return ",".join(p.strip() for p in text.split(","))
+
+
 def opt(default: Any, help: str, *, kind: Callable[[str], Any] | None = None,
         label: str | None = None, flag: str | None = None,
         choices: tuple[str, ...] | None = None, hint: str = "",
@@ -69,6 +78,13 @@ class ModelOptions:
     draft_gpu_layers: int | None = opt(
         None, "layers of the draft on the GPU (default: all, where a GPU backend exists)",
         kind=int, label="draft GPU layers", hint="empty = all where a GPU exists", low=-1)
+    rpc: str | None = opt(None, "HOST:PORT[,HOST:PORT...] of `specchat rpc-server`s: the target's "
+                                "layers go there (--target-gpu-layers says how many)",
+                          kind=rpc_endpoints, label="target RPC servers",
+                          hint="HOST:PORT,...; empty = this machine")
+    draft_rpc: str | None = opt(None, "the same for the draft model (default: it stays here)",
+                                kind=rpc_endpoints, label="draft RPC servers",
+                                hint="HOST:PORT,...; empty = this machine")
     backend: str = opt("llamacpp", "llamacpp (GGUF) or transformers (torch: checkpoint folders "
                                    "or GGUF, needs the transformers extra)", choices=BACKENDS)
     device: str | None = opt(None, "transformers: cpu, cuda or mps (default: auto)", kind=str)

@@ -17,6 +17,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
+from specchat.backends import rpc as rpc_servers
 from specchat.catalog.gguf_file import read_gguf
 from specchat.errors import CacheTruncationError, ContextOverflowError, DecodeError, ModelFileError
 
@@ -43,12 +44,6 @@ def _ensure_backend() -> None:
             _initialised = True
 
 
-def gpu_offload_available() -> bool:
-    """True when this llama.cpp build has a GPU backend (CUDA, Metal, Vulkan, ...)."""
-    _ensure_backend()
-    return bool(llama_cpp.llama_supports_gpu_offload())
-
-
 def _last_error_line() -> str:
     for line in reversed(_log_tail):
         if "error" in line.lower() or "failed" in line.lower():
@@ -67,7 +62,10 @@ class LlamaCppBackend:
         n_gpu_layers: int | None = None,
         n_threads: int | None = None,
         n_batch: int = 512,
+        rpc: str | None = None,
     ) -> None:
+        """`rpc`: HOST:PORT[,...] of ggml RPC servers that hold the offloaded layers (all of
+        them unless `n_gpu_layers` says fewer)."""
         path = Path(path)
         read_gguf(path)  # a clear error for missing, non-GGUF and truncated files
         _ensure_backend()
@@ -78,6 +76,11 @@ class LlamaCppBackend:
             n_gpu_layers = 999 if llama_cpp.llama_supports_gpu_offload() else 0
         mparams.n_gpu_layers = n_gpu_layers
         self.n_gpu_layers = n_gpu_layers
+        self.rpc = rpc_servers.parse(rpc) if rpc else []
+        """The RPC servers this model's offloaded layers are on ([]: this machine)."""
+        if self.rpc or rpc_servers.in_use():  # once servers are registered, say which devices
+            self._devices = rpc_servers.devices(self.rpc)
+            mparams.devices = ctypes.cast(self._devices, ctypes.c_void_p)
         self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
         if not self._model:
             detail = _last_error_line()

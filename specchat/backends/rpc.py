@@ -1,0 +1,197 @@
+"""llama.cpp's RPC backend: serve this machine's device to other machines, and put a model's
+layers on such servers.
+
+Both halves use the ggml library llama-cpp-python already loaded (install.sh builds it with
+GGML_RPC), so a server needs no second build. ggml's RPC client aborts the process when a
+server cannot be reached or dies in the middle of a call, so servers are probed before they
+are used (a clear error names the one that is down), and if one dies mid-turn the abort is
+turned into one line naming the servers, saying that the conversation is in the history, and
+exit status 2 (the history saved the reply so far, marked interrupted).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import ipaddress
+import os
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import llama_cpp
+
+from specchat.errors import SpecchatError
+
+DEFAULT_PORT = 50052
+_CPU, _GPU, _IGPU = 0, 1, 2  # enum ggml_backend_dev_type
+_connected: dict[str, list[int]] = {}
+"""Endpoints registered in this process -> their device handles (ggml keeps one connection
+per endpoint, so each is registered once)."""
+_servers_in_use: list[str] = []
+
+
+class RemoteError(SpecchatError):
+    """An RPC server cannot be used: not answering, or not a ggml RPC server."""
+
+
+def _lib(name: str) -> ctypes.CDLL:
+    """A ggml library that llama-cpp-python loaded (dlopen returns the same instance)."""
+    return ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / name))
+
+
+@functools.cache
+def _ggml() -> tuple[ctypes.CDLL, ctypes.CDLL, ctypes.CDLL]:
+    base, ggml = _lib("libggml-base.so"), _lib("libggml.so")
+    try:
+        rpc = _lib("libggml-rpc.so")
+    except OSError:
+        raise SpecchatError("this llama.cpp build has no RPC backend: run ./install.sh again "
+                            "(it builds with GGML_RPC)") from None
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    for lib, fn, args, res in [
+        (ggml, "ggml_backend_dev_count", [], sz), (ggml, "ggml_backend_dev_get", [sz], vp),
+        (ggml, "ggml_backend_dev_by_type", [ctypes.c_int], vp),
+        (ggml, "ggml_backend_register", [vp], None),
+        (base, "ggml_backend_dev_type", [vp], ctypes.c_int),
+        (base, "ggml_backend_dev_name", [vp], ctypes.c_char_p),
+        (base, "ggml_backend_dev_description", [vp], ctypes.c_char_p),
+        (base, "ggml_backend_dev_backend_reg", [vp], vp),
+        (base, "ggml_backend_reg_name", [vp], ctypes.c_char_p),
+        (base, "ggml_backend_reg_dev_count", [vp], sz),
+        (base, "ggml_backend_reg_dev_get", [vp, sz], vp),
+        (rpc, "ggml_backend_rpc_add_server", [ctypes.c_char_p], vp),
+        (rpc, "ggml_backend_rpc_start_server",
+         [ctypes.c_char_p, ctypes.c_char_p, sz, sz, ctypes.POINTER(vp)], None),
+    ]:
+        f = getattr(lib, fn)
+        f.argtypes, f.restype = args, res
+    return base, ggml, rpc
+
+
+def in_use() -> bool:
+    """Whether servers were registered in this process (a model loaded after that names its
+    devices, or ggml would put its layers on the servers too)."""
+    return bool(_connected)
+
+
+def parse(text: str) -> list[str]:
+    """The endpoints of `--rpc` (checked as HOST:PORT by settings.rpc_endpoints)."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def probe(endpoint: str, timeout: float = 3.0) -> None:
+    """Raise RemoteError, naming the server, unless something accepts connections there."""
+    host, _, port = endpoint.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise RemoteError(f"RPC server {endpoint} is not answering ({reason}): start it there "
+                          "with `specchat rpc-server`") from None
+
+
+def devices(endpoints: Sequence[str]) -> ctypes.Array:
+    """The NULL-terminated device list for a model's params: the RPC servers' devices, or
+    (no endpoints) this machine's GPUs, so a model without --rpc stays local even after
+    another one registered servers in this process."""
+    _, ggml, rpc = _ggml()
+    handles: list[int] = []
+    if endpoints:
+        _watch_aborts()
+        for endpoint in endpoints:
+            if endpoint not in _connected:
+                probe(endpoint)
+                reg = rpc.ggml_backend_rpc_add_server(endpoint.encode())
+                ggml.ggml_backend_register(reg)
+                base = _ggml()[0]
+                if not reg:
+                    raise RemoteError(f"RPC server {endpoint}: ggml could not register it")
+                _connected[endpoint] = [base.ggml_backend_reg_dev_get(reg, i)
+                                        for i in range(base.ggml_backend_reg_dev_count(reg))]
+                _servers_in_use.append(endpoint)
+            handles += _connected[endpoint]
+    else:
+        handles = local_gpus()
+    return (ctypes.c_void_p * (len(handles) + 1))(*handles, None)
+
+
+def local_gpus() -> list[int]:
+    """This machine's GPU devices (integrated ones when there is no discrete GPU)."""
+    base, ggml, _ = _ggml()
+    found: dict[int, list[int]] = {_GPU: [], _IGPU: []}
+    for i in range(ggml.ggml_backend_dev_count()):
+        dev = ggml.ggml_backend_dev_get(i)
+        kind = base.ggml_backend_dev_type(dev)
+        reg = base.ggml_backend_dev_backend_reg(dev)
+        if kind in found and base.ggml_backend_reg_name(reg) != b"RPC":
+            found[kind].append(dev)
+    return found[_GPU] or found[_IGPU]
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_char_p)
+def _on_abort(message: bytes) -> None:
+    """ggml is about to abort(): say which servers, that the conversation is saved, and exit 2."""
+    text = (message or b"").decode("utf-8", "replace").strip().splitlines()[0]
+    servers = ", ".join(_servers_in_use) or "?"
+    print(f"specchat: error: the RPC server ({servers}) stopped answering: {text}. The "
+          "conversation is in the history (the reply so far marked interrupted); start the "
+          "server again and reopen it (Ctrl+O in the app)", file=sys.stderr, flush=True)
+    os._exit(2)
+
+
+def _watch_aborts() -> None:
+    base = _ggml()[0]
+    base.ggml_set_abort_callback.argtypes = [type(_on_abort)]
+    base.ggml_set_abort_callback.restype = ctypes.c_void_p
+    base.ggml_set_abort_callback(_on_abort)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+EXPOSED_WARNING = (
+    "warning: the RPC server at {endpoint} has no authentication: anyone who can reach this "
+    "port can run computations on this machine's device, read and overwrite the data in its "
+    "buffers, and crash it. Use it only on a network you trust; to reach a server from "
+    "elsewhere, keep it on 127.0.0.1 and tunnel: ssh -N -L {port}:127.0.0.1:{port} THIS-HOST")
+
+
+def serve(host: str, port: int, threads: int | None, cache: Path | None,
+          expose: bool) -> None:
+    """Serve this machine's GPUs (or its CPU) until killed. Refuses any address but loopback
+    unless `expose`."""
+    if not is_loopback(host) and not expose:
+        raise SpecchatError(
+            f"refusing to serve on {host}: the RPC server has no authentication. Keep it on "
+            "127.0.0.1 and use an SSH tunnel, or pass --expose if you trust every machine that "
+            "can reach this port")
+    base, ggml, rpc = _ggml()
+    devs = local_gpus() or [ggml.ggml_backend_dev_by_type(_CPU)]
+    endpoint = f"{host}:{port}"
+    if not is_loopback(host):
+        print(EXPOSED_WARNING.format(endpoint=endpoint, port=port), file=sys.stderr)
+    try:  # the port taken is ggml's abort; say it first
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as exc:
+        raise SpecchatError(f"cannot serve on {endpoint}: {exc.strerror or exc}") from None
+    names = ", ".join(f"{base.ggml_backend_dev_name(d).decode()} "
+                      f"({base.ggml_backend_dev_description(d).decode()})" for d in devs)
+    print(f"specchat rpc-server on {endpoint}: {names}; Ctrl-C stops it", flush=True)
+    if cache:
+        cache.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the server loop is C: let Ctrl-C end it
+    array = (ctypes.c_void_p * len(devs))(*devs)
+    rpc.ggml_backend_rpc_start_server(endpoint.encode(), str(cache).encode() if cache else None,
+                                      threads or max(1, os.cpu_count() or 1), len(devs), array)

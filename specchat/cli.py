@@ -36,12 +36,15 @@ def _engine(settings: Settings):
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from specchat.chat.session import ChatSession, Conversation
-    from specchat.render import JsonRenderer, TerminalRenderer
+    from specchat.render import JsonRenderer, TerminalRenderer, placement
 
     settings = _settings(args)
     engine = _engine(settings)
     session = ChatSession(engine, Conversation(system=settings.sampling.system),
                           settings.sampling.context_policy)
+    if engine.target.where != "here" or (engine.drafter.model and engine.drafter.model.where
+                                         != "here"):
+        print(f"specchat: {placement(engine)}", file=sys.stderr)
     if args.json:
         sinks: list[Callable[[Event], None]] = [JsonRenderer(sys.stdout)]
     else:
@@ -66,13 +69,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
     opens it); Ctrl-C stops the reply being generated."""
     from specchat.chat.history import HistoryStore, ReplyRecorder
     from specchat.chat.session import ChatSession, Conversation
-    from specchat.render import LEGEND, TerminalRenderer
+    from specchat.render import LEGEND, TerminalRenderer, placement
 
     out, err = Console(highlight=False), Console(stderr=True)
     settings = _settings(args)
     err.print(f"loading {settings.models.target} with draft {settings.models.draft} …", style="dim")
     session = ChatSession(_engine(settings), Conversation(system=settings.sampling.system),
                           settings.sampling.context_policy)
+    err.print(placement(session.engine), style="dim", highlight=False)
     generation = settings.sampling.generation()
     render = TerminalRenderer(out, err)
     history = HistoryStore()

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.loop import SpeculativeEngine
 
 STYLES: dict[TokenKind, str] = {
     TokenKind.ACCEPTED: "green",
@@ -23,6 +24,13 @@ STYLES: dict[TokenKind, str] = {
 }
 LEGEND = "[green]accepted draft[/] [red strike]rejected draft[/] [yellow]target correction[/] " \
          "[cyan]bonus[/] target"
+
+
+def placement(engine: SpeculativeEngine) -> str:
+    """Where each model runs, in one line: `target X here · draft Y RPC 10.0.0.2:50052`."""
+    model = engine.drafter.model
+    draft = f"draft {engine.drafter.name}" + (f" {model.where}" if model else "")
+    return f"target {engine.target.name} {engine.target.where} · {draft}"
 
 
 def context_note(event: ContextEvent) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import sqlite3
 import subprocess
 import sys
 import zipfile
@@ -128,6 +129,41 @@ def specchat(*args: str, tmp_path: Path, stdin: str | None = None
     """`specchat ARGS` as a user runs it, in `specchat_env`."""
     return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True,
                           text=True, env=specchat_env(tmp_path), timeout=120, input=stdin)
+
+
+def saved_reply(db_path) -> tuple[str, int] | None:
+    """The newest assistant message as another process sees it: (content, complete)."""
+    if not db_path.exists():
+        return None
+    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5) as db:
+        try:
+            return db.execute("SELECT content, complete FROM messages WHERE role = 'assistant' "
+                              "ORDER BY id DESC LIMIT 1").fetchone()
+        except sqlite3.OperationalError:  # the tables are not there yet
+            return None
+
+
+class RpcServer:
+    """`specchat rpc-server` on a free loopback port, as a subprocess a test starts and stops."""
+
+    def __init__(self, tmp_path: Path, threads: int = 1) -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.endpoint = f"127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "specchat", "rpc-server", "--port", str(self.port),
+             "--threads", str(threads)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=specchat_env(tmp_path))
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line.startswith("specchat rpc-server on"), line
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
 
 
 def history_path(tmp_path: Path) -> Path:

@@ -15,6 +15,7 @@ from conftest import (
     make_app,
     ready,
     run_async,
+    saved_reply,
     say,
     specchat,
     specchat_env,
@@ -24,18 +25,6 @@ from tinymodels import TinySpec, write_tiny_gguf
 
 from specchat.chat.history import HistoryStore
 from specchat.ui.widgets import LiveReply
-
-
-def saved_reply(db_path) -> tuple[str, int] | None:
-    """The newest assistant message as another process sees it: (content, complete)."""
-    if not db_path.exists():
-        return None
-    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5) as db:
-        try:
-            return db.execute("SELECT content, complete FROM messages WHERE role = 'assistant' "
-                              "ORDER BY id DESC LIMIT 1").fetchone()
-        except sqlite3.OperationalError:  # the tables are not there yet
-            return None
 
 
 def test_a_reply_cut_off_by_kill_9_is_kept_and_shown_as_interrupted(tiny, tmp_path):

@@ -28,6 +28,11 @@ class Backend(Protocol):
     can_truncate: bool
     """Whether the cache can drop a suffix (speculation needs it after every rejection)."""
 
+    @property
+    def where(self) -> str:
+        """Where the model runs, in words (`here`, `cuda`, `RPC 10.0.0.2:50052`)."""
+        ...
+
     def tokenize(self, text: str, *, special: bool = True) -> list[int]: ...
 
     def token_bytes(self, token: int) -> bytes: ...

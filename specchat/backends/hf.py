@@ -182,6 +182,10 @@ class TransformersBackend:
             self._cache.crop(n - len(self.tokens))  # negative: drop that many from the end
             del self.tokens[n:]
 
+    @property
+    def where(self) -> str:
+        return "here" if self.device == "cpu" else f"here ({self.device})"
+
     def close(self) -> None:
         self.model = None
         self._cache = None

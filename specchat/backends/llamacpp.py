@@ -213,6 +213,13 @@ class LlamaCppBackend:
             raise CacheTruncationError(self.name)
         del self.tokens[n:]
 
+    @property
+    def where(self) -> str:
+        if not self.rpc:
+            return "here"
+        layers = "" if self.n_gpu_layers >= 999 else f", {self.n_gpu_layers} layers"
+        return f"RPC {','.join(self.rpc)}{layers}"
+
     def close(self) -> None:
         if getattr(self, "_ctx", None):
             llama_cpp.llama_batch_free(self._batch)

@@ -35,7 +35,7 @@ from specchat.engine.loop import SpeculativeEngine
 from specchat.engine.stats import TurnStats
 from specchat.errors import ModelNotInstalledError, SpecchatError
 from specchat.host import StepGate, round_batches
-from specchat.render import context_note
+from specchat.render import context_note, placement
 from specchat.trace import Lane, Trace, lane_label
 from specchat.ui.cost_screen import CostScreen
 from specchat.ui.fetch_screen import FetchScreen
@@ -225,8 +225,7 @@ class ChatScreen(Screen):
         self.query_one(PromptInput).disabled = False
         self.query_one(PromptInput).focus()
         assert self.target_path is not None
-        self.set_status(f"target {self.target_path.name} · draft {self.draft_name}"
-                        " · Enter sends, Ctrl+J newline, Esc stops")
+        self.set_status(f"{placement(message.engine)} · Enter sends, Ctrl+J newline, Esc stops")
         history = self.app.history
         if history.problem:
             self.set_status(f"[b]{history.problem}[/]")

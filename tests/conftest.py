@@ -449,11 +449,17 @@ def wrong_rule(draft, q_dists, p_dists, rng):
 
 
 def chi_square_p(counts: np.ndarray, p: np.ndarray) -> float:
+    """Goodness of fit of `counts` to `p`. Outcomes expected fewer than 5 times are pooled, and
+    a pool still expected fewer than 5 times joins the smallest other bin (a single count of a
+    1e-7 outcome must not decide the test)."""
     n = counts.sum()
     keep = p * n >= 5
     obs = np.append(counts[keep], counts[~keep].sum())
     exp = np.append(p[keep] * n, p[~keep].sum() * n)
-    if exp[-1] == 0:
+    if exp[-1] < 5 and obs.size > 1:
+        smallest = int(np.argmin(exp[:-1]))
+        obs[smallest] += obs[-1]
+        exp[smallest] += exp[-1]
         obs, exp = obs[:-1], exp[:-1]
     if obs.size < 2:  # one possible outcome: it must be all of them
         return 1.0 if np.allclose(obs, exp) else 0.0

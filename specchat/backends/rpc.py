@@ -15,8 +15,10 @@ import ctypes
 import functools
 import ipaddress
 import os
+import re
 import signal
 import socket
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,16 +39,23 @@ class RemoteError(SpecchatError):
     """An RPC server cannot be used: not answering, or not a ggml RPC server."""
 
 
-def _lib(name: str) -> ctypes.CDLL:
-    """A ggml library that llama-cpp-python loaded (dlopen returns the same instance)."""
-    return ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / name))
+def _lib(stem: str) -> ctypes.CDLL:
+    """The copy of a ggml library that llama.cpp itself loaded, by the name it was linked
+    against: a wheel holds libX.so, libX.so.0 and libX.so.0.N as copies, and opening another
+    copy would load a second ggml with its own state (its own abort callback, its own
+    registry)."""
+    folder = Path(llama_cpp.__file__).parent / "lib"
+    for name in (f"{stem}.so.0", f"{stem}.0.dylib", f"{stem}.dylib", f"{stem}.so"):
+        if (folder / name).exists():
+            return ctypes.CDLL(str(folder / name))
+    raise OSError(f"{stem} is not in {folder}")
 
 
 @functools.cache
 def _ggml() -> tuple[ctypes.CDLL, ctypes.CDLL, ctypes.CDLL]:
-    base, ggml = _lib("libggml-base.so"), _lib("libggml.so")
+    base, ggml = _lib("libggml-base"), _lib("libggml")
     try:
-        rpc = _lib("libggml-rpc.so")
+        rpc = _lib("libggml-rpc")
     except OSError:
         raise SpecchatError("this llama.cpp build has no RPC backend: run ./install.sh again "
                             "(it builds with GGML_RPC)") from None
@@ -136,11 +145,26 @@ def local_gpus() -> list[int]:
 def _on_abort(message: bytes) -> None:
     """ggml is about to abort(): say which servers, that the conversation is saved, and exit 2."""
     text = (message or b"").decode("utf-8", "replace").strip().splitlines()[0]
+    text = re.sub(r"^\S+:\d+: ", "", text)  # ggml's source file and line
     servers = ", ".join(_servers_in_use) or "?"
+    _leave_full_screen()
     print(f"specchat: error: the RPC server ({servers}) stopped answering: {text}. The "
           "conversation is in the history (the reply so far marked interrupted); start the "
           "server again and reopen it (Ctrl+O in the app)", file=sys.stderr, flush=True)
     os._exit(2)
+
+
+def _leave_full_screen() -> None:
+    """Give the terminal back as the app would on exit (alternate screen, mouse, raw mode), so
+    the last line can be read."""
+    if not os.isatty(2):
+        return
+    os.write(2, b"\x1b[?1049l\x1b[?1000l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[?25h\r\n")
+    try:
+        with open("/dev/tty") as tty:
+            subprocess.run(["stty", "sane"], stdin=tty, check=False)
+    except OSError:
+        pass
 
 
 def _watch_aborts() -> None:

@@ -27,10 +27,10 @@ LEGEND = "[green]accepted draft[/] [red strike]rejected draft[/] [yellow]target 
 
 
 def placement(engine: SpeculativeEngine) -> str:
-    """Where each model runs, in one line: `target X here · draft Y RPC 10.0.0.2:50052`."""
+    """Where each model runs, in one line: `target X (here) · draft Y (RPC 10.0.0.2:50052)`."""
     model = engine.drafter.model
-    draft = f"draft {engine.drafter.name}" + (f" {model.where}" if model else "")
-    return f"target {engine.target.name} {engine.target.where} · {draft}"
+    draft = f"draft {engine.drafter.name}" + (f" ({model.where})" if model else "")
+    return f"target {engine.target.name} ({engine.target.where}) · {draft}"
 
 
 def context_note(event: ContextEvent) -> str:

@@ -5,6 +5,7 @@ a clear error for a server that is down or dies mid-reply, and the bind rule."""
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -84,17 +85,20 @@ def test_a_server_that_is_down_is_named(tiny, tmp_path):
 
 
 def test_the_server_binds_loopback_unless_told_and_then_warns(tmp_path):
-    proc = specchat("rpc-server", "--host", "0.0.0.0", "--port", "50093", tmp_path=tmp_path)
+    with socket.socket() as s:  # a port free on every address
+        s.bind(("0.0.0.0", 0))
+        port = str(s.getsockname()[1])
+    proc = specchat("rpc-server", "--host", "0.0.0.0", "--port", port, tmp_path=tmp_path)
     assert proc.returncode == 2 and "refusing to serve on 0.0.0.0" in proc.stderr
     assert "SSH tunnel" in proc.stderr and "--expose" in proc.stderr
     exposed = subprocess.Popen(
-        [sys.executable, "-m", "specchat", "rpc-server", "--host", "0.0.0.0", "--port", "50094",
+        [sys.executable, "-m", "specchat", "rpc-server", "--host", "0.0.0.0", "--port", port,
          "--expose"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=specchat_env(tmp_path))
     try:
         assert exposed.stderr is not None
         warning = exposed.stderr.readline()
-        assert "no authentication" in warning and "ssh -N -L 50094:127.0.0.1:50094" in warning
+        assert "no authentication" in warning and f"ssh -N -L {port}:127.0.0.1:{port}" in warning
     finally:
         exposed.kill()
         exposed.wait()
@@ -142,3 +146,16 @@ def test_a_server_killed_mid_reply_is_named_and_the_conversation_goes_on(tmp_pat
         there.close()
         here.close()
         again.stop()
+
+
+def test_ask_says_where_each_model_runs_and_can_split_the_layers(tiny, tmp_path):
+    server = RpcServer(tmp_path)
+    try:
+        proc = specchat("ask", "hello", "--target", str(tiny.target), "--draft", str(tiny.draft),
+                        "--rpc", server.endpoint, "--target-gpu-layers", "1", "--max-tokens", "8",
+                        "--json", tmp_path=tmp_path)
+    finally:
+        server.stop()
+    assert proc.returncode == 0, proc.stderr
+    assert (f"specchat: target tiny-target (RPC {server.endpoint}, 1 layers) · draft tiny-draft "
+            "(here)") in proc.stderr

@@ -148,9 +148,10 @@ def _on_abort(message: bytes) -> None:
     text = re.sub(r"^\S+:\d+: ", "", text)  # ggml's source file and line
     servers = ", ".join(_servers_in_use) or "?"
     _leave_full_screen()
-    print(f"specchat: error: the RPC server ({servers}) stopped answering: {text}. The "
-          "conversation is in the history (the reply so far marked interrupted); start the "
-          "server again and reopen it (Ctrl+O in the app)", file=sys.stderr, flush=True)
+    line = (f"specchat: error: the RPC server ({servers}) stopped answering: {text}. The "
+            "conversation is in the history (the reply so far marked interrupted); start the "
+            "server again and reopen it (Ctrl+O in the app)\n")
+    os.write(2, line.encode())  # not sys.stderr: the app captures it while it runs
     os._exit(2)
 
 

@@ -160,6 +160,9 @@ class RpcServer:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         assert line.startswith("specchat rpc-server on"), line
+        from specchat.backends.rpc import wait_for
+
+        wait_for(self.endpoint)
 
     def stop(self) -> None:
         self.proc.kill()

@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -101,6 +102,20 @@ def probe(endpoint: str, timeout: float = 3.0) -> None:
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise RemoteError(f"RPC server {endpoint} is not answering ({reason}): start it there "
                           "with `specchat rpc-server`") from None
+
+
+def wait_for(endpoint: str, seconds: float = 20.0) -> None:
+    """Wait until a server that was just started accepts connections (it says so before its
+    C loop binds the port); RemoteError if it does not in time."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            probe(endpoint, timeout=1.0)
+            return
+        except RemoteError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def devices(endpoints: Sequence[str]) -> ctypes.Array:

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from specchat import settings as schema
+from specchat.backends.rpc import wait_for
 from specchat.bench.runner import load_prompts
 from specchat.bench.tools import publish
 from specchat.chat.session import ChatSession
@@ -61,6 +62,7 @@ def start_server(prefix: list[str], host: str, threads: int) -> subprocess.Popen
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert server.stdout is not None
     print(server.stdout.readline().strip(), flush=True)
+    wait_for(f"{host}:{PORT}")
     return server
 
 

@@ -35,7 +35,7 @@ def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | 
     from specchat.backends.llamacpp import LlamaCppBackend  # the transformers path needs no build
 
     return LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=gpu_layers, n_threads=options.threads,
-                           rpc=rpc)
+                           rpc=rpc, rpc_timeout_s=options.rpc_timeout)
 
 
 def load_target(spec: str, options: ModelOptions, catalog: Catalog | None = None) -> Backend:

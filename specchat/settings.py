@@ -85,6 +85,8 @@ class ModelOptions:
     draft_rpc: str | None = opt(None, "the same for the draft model (default: it stays here)",
                                 kind=rpc_endpoints, label="draft RPC servers",
                                 hint="HOST:PORT,...; empty = this machine")
+    rpc_timeout: float = opt(120.0, "seconds a target pass on RPC servers may take before "
+                                    "specchat gives the server up as stopped answering", low=1.0)
     backend: str = opt("llamacpp", "llamacpp (GGUF) or transformers (torch: checkpoint folders "
                                    "or GGUF, needs the transformers extra)", choices=BACKENDS)
     device: str | None = opt(None, "transformers: cpu, cuda or mps (default: auto)", kind=str)

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -104,28 +105,53 @@ def test_the_server_binds_loopback_unless_told_and_then_warns(tmp_path):
         exposed.wait()
 
 
-def test_a_server_killed_mid_reply_is_named_and_the_conversation_goes_on(tmp_path):
-    """`specchat chat` with its target on a server that is killed while a reply streams: one
-    line naming the server, exit 2, the reply so far in the history marked interrupted; the
-    conversation then continues on a new server, the same as on this machine."""
+def chat_on_a_server_until_it_replies(tmp_path, *flags: str) -> tuple[subprocess.Popen, RpcServer, Path]:
+    """`specchat chat` with a long-context tiny target on a fresh server, streaming a long
+    reply: returned once the history shows the reply has begun."""
     long = tmp_path / "tiny-long.gguf"
     write_tiny_gguf(long, TinySpec(seed=0, n_ctx=65536))
     server = RpcServer(tmp_path)
     chat = subprocess.Popen(
         [sys.executable, "-m", "specchat", "chat", "--target", str(long), "--draft", "ngram",
-         "--ctx", "65536", "--max-tokens", "60000", "--threads", "1", "--rpc", server.endpoint],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env=specchat_env(tmp_path))
+         "--ctx", "65536", "--max-tokens", "60000", "--threads", "1", "--rpc", server.endpoint,
+         *flags], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, env=specchat_env(tmp_path))
     assert chat.stdin is not None and chat.stderr is not None
     chat.stdin.write("tell me everything\n")
     chat.stdin.flush()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (saved_reply(history_path(tmp_path)) or ("",))[0]:
         time.sleep(0.05)
+    return chat, server, long
+
+
+def error_lines(chat: subprocess.Popen) -> list[str]:
+    assert chat.stderr is not None
+    return [line for line in chat.stderr.read().splitlines() if "error" in line]
+
+
+def test_a_server_that_stops_answering_is_given_up_after_the_timeout(tmp_path):
+    chat, server, _ = chat_on_a_server_until_it_replies(tmp_path, "--rpc-timeout", "3")
+    server.proc.send_signal(signal.SIGSTOP)  # the connection stays open; nothing answers
+    try:
+        chat.wait(30)
+        errors = error_lines(chat)
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+    assert chat.returncode == 2 and len(errors) == 1, errors
+    assert "stopped answering: no answer to a target pass in 3 s (--rpc-timeout)" in errors[0]
+
+
+def test_a_server_killed_mid_reply_is_named_and_the_conversation_goes_on(tmp_path):
+    """`specchat chat` with its target on a server that is killed while a reply streams: one
+    line naming the server, exit 2, the reply so far in the history marked interrupted; the
+    conversation then continues on a new server, the same as on this machine."""
+    chat, server, long = chat_on_a_server_until_it_replies(tmp_path)
     server.proc.send_signal(signal.SIGKILL)
     server.proc.wait(10)
     chat.wait(60)
-    errors = [line for line in chat.stderr.read().splitlines() if "error" in line]
+    errors = error_lines(chat)
     assert chat.returncode == 2 and len(errors) == 1, errors
     assert f"the RPC server ({server.endpoint}) stopped answering" in errors[0]
     store = HistoryStore(history_path(tmp_path))

@@ -63,6 +63,7 @@ class LlamaCppBackend:
         n_threads: int | None = None,
         n_batch: int = 512,
         rpc: str | None = None,
+        rpc_timeout_s: float = 120.0,
     ) -> None:
         """`rpc`: HOST:PORT[,...] of ggml RPC servers that hold the offloaded layers (all of
         them unless `n_gpu_layers` says fewer)."""
@@ -77,6 +78,7 @@ class LlamaCppBackend:
         mparams.n_gpu_layers = n_gpu_layers
         self.n_gpu_layers = n_gpu_layers
         self.rpc = rpc_servers.parse(rpc) if rpc else []
+        self.rpc_timeout_s = rpc_timeout_s
         """The RPC servers this model's offloaded layers are on ([]: this machine)."""
         if self.rpc or rpc_servers.in_use():  # once servers are registered, say which devices
             self._devices = rpc_servers.devices(self.rpc)
@@ -192,15 +194,16 @@ class LlamaCppBackend:
                 batch.logits[j] = want
                 n_out += want
             batch.n_tokens = hi - lo
-            rc = llama_cpp.llama_decode(self._ctx, batch)
+            with rpc_servers.watched(self.rpc, self.rpc_timeout_s):
+                rc = llama_cpp.llama_decode(self._ctx, batch)
+                ptr = llama_cpp.llama_get_logits(self._ctx) if rc == 0 and n_out else None
             self.passes += 1
             if rc != 0:
                 self.truncate(start)  # leave the cache as it was before this call
                 raise DecodeError(f"{self.name}: llama_decode failed with code {rc}"
                                   + (f" ({_last_error_line()})" if _last_error_line() else ""))
             self.tokens.extend(tokens[lo:hi])
-            if n_out:
-                ptr = llama_cpp.llama_get_logits(self._ctx)
+            if ptr is not None:
                 rows.append(np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab)).copy())
         if not rows:
             return np.empty((0, self.n_vocab), dtype=np.float32)

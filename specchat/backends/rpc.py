@@ -11,6 +11,7 @@ exit status 2 (the history saved the reply so far, marked interrupted).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import ipaddress
@@ -20,8 +21,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import llama_cpp
@@ -156,11 +158,8 @@ def local_gpus() -> list[int]:
     return found[_GPU] or found[_IGPU]
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_char_p)
-def _on_abort(message: bytes) -> None:
-    """ggml is about to abort(): say which servers, that the conversation is saved, and exit 2."""
-    text = (message or b"").decode("utf-8", "replace").strip().splitlines()[0]
-    text = re.sub(r"^\S+:\d+: ", "", text)  # ggml's source file and line
+def _fail(text: str) -> None:
+    """End specchat with one line naming the servers: ggml cannot go on after losing one."""
     servers = ", ".join(_servers_in_use) or "?"
     _leave_full_screen()
     line = (f"specchat: error: the RPC server ({servers}) stopped answering: {text}. The "
@@ -168,6 +167,40 @@ def _on_abort(message: bytes) -> None:
             "server again and reopen it (Ctrl+O in the app)\n")
     os.write(2, line.encode())  # not sys.stderr: the app captures it while it runs
     os._exit(2)
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_char_p)
+def _on_abort(message: bytes) -> None:
+    """ggml is about to abort() (a server died mid-call): say so in one line instead."""
+    text = (message or b"").decode("utf-8", "replace").strip().splitlines()[0]
+    _fail(re.sub(r"^\S+:\d+: ", "", text))  # without ggml's source file and line
+
+
+_call: tuple[float, float] | None = None
+"""(when, timeout) of the target pass on a server in flight, for the watchdog."""
+
+
+@contextlib.contextmanager
+def watched(endpoints: Sequence[str], timeout_s: float) -> Iterator[None]:
+    """Time a pass on RPC servers: one that hangs past `timeout_s` (a server that stopped
+    without closing the connection) ends specchat like a dead one, instead of forever."""
+    global _call
+    if not endpoints:
+        yield
+        return
+    _call = (time.monotonic(), timeout_s)
+    try:
+        yield
+    finally:
+        _call = None
+
+
+def _watchdog() -> None:
+    while True:
+        time.sleep(0.5)
+        call = _call
+        if call is not None and time.monotonic() - call[0] > call[1]:
+            _fail(f"no answer to a target pass in {call[1]:g} s (--rpc-timeout)")
 
 
 def _leave_full_screen() -> None:
@@ -183,7 +216,9 @@ def _leave_full_screen() -> None:
         pass
 
 
+@functools.cache
 def _watch_aborts() -> None:
+    threading.Thread(target=_watchdog, name="specchat-rpc-watchdog", daemon=True).start()
     base = _ggml()[0]
     base.ggml_set_abort_callback.argtypes = [type(_on_abort)]
     base.ggml_set_abort_callback.restype = ctypes.c_void_p

@@ -7,6 +7,7 @@ and reuse across rounds and turns are plain list operations.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -78,8 +79,9 @@ class LlamaCppBackend:
         mparams.n_gpu_layers = n_gpu_layers
         self.n_gpu_layers = n_gpu_layers
         self.rpc = rpc_servers.parse(rpc) if rpc else []
-        self.rpc_timeout_s = rpc_timeout_s
         """The RPC servers this model's offloaded layers are on ([]: this machine)."""
+        self._watch: contextlib.AbstractContextManager[None] = (
+            rpc_servers.Watch(rpc_timeout_s) if self.rpc else contextlib.nullcontext())
         if self.rpc or rpc_servers.in_use():  # once servers are registered, say which devices
             self._devices = rpc_servers.devices(self.rpc)
             mparams.devices = ctypes.cast(self._devices, ctypes.c_void_p)
@@ -194,7 +196,7 @@ class LlamaCppBackend:
                 batch.logits[j] = want
                 n_out += want
             batch.n_tokens = hi - lo
-            with rpc_servers.watched(self.rpc, self.rpc_timeout_s):
+            with self._watch:
                 rc = llama_cpp.llama_decode(self._ctx, batch)
                 ptr = llama_cpp.llama_get_logits(self._ctx) if rc == 0 and n_out else None
             self.passes += 1

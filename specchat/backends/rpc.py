@@ -11,7 +11,6 @@ exit status 2 (the history saved the reply so far, marked interrupted).
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import ipaddress
@@ -23,19 +22,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import llama_cpp
 
 from specchat.errors import SpecchatError
 
-DEFAULT_PORT = 50052
 _CPU, _GPU, _IGPU = 0, 1, 2  # enum ggml_backend_dev_type
 _connected: dict[str, list[int]] = {}
 """Endpoints registered in this process -> their device handles (ggml keeps one connection
 per endpoint, so each is registered once)."""
-_servers_in_use: list[str] = []
 
 
 class RemoteError(SpecchatError):
@@ -124,7 +121,7 @@ def devices(endpoints: Sequence[str]) -> ctypes.Array:
     """The NULL-terminated device list for a model's params: the RPC servers' devices, or
     (no endpoints) this machine's GPUs, so a model without --rpc stays local even after
     another one registered servers in this process."""
-    _, ggml, rpc = _ggml()
+    base, ggml, rpc = _ggml()
     handles: list[int] = []
     if endpoints:
         _watch_aborts()
@@ -132,13 +129,11 @@ def devices(endpoints: Sequence[str]) -> ctypes.Array:
             if endpoint not in _connected:
                 probe(endpoint)
                 reg = rpc.ggml_backend_rpc_add_server(endpoint.encode())
-                ggml.ggml_backend_register(reg)
-                base = _ggml()[0]
                 if not reg:
                     raise RemoteError(f"RPC server {endpoint}: ggml could not register it")
+                ggml.ggml_backend_register(reg)
                 _connected[endpoint] = [base.ggml_backend_reg_dev_get(reg, i)
                                         for i in range(base.ggml_backend_reg_dev_count(reg))]
-                _servers_in_use.append(endpoint)
             handles += _connected[endpoint]
     else:
         handles = local_gpus()
@@ -160,7 +155,7 @@ def local_gpus() -> list[int]:
 
 def _fail(text: str) -> None:
     """End specchat with one line naming the servers: ggml cannot go on after losing one."""
-    servers = ", ".join(_servers_in_use) or "?"
+    servers = ", ".join(_connected) or "?"
     _leave_full_screen()
     line = (f"specchat: error: the RPC server ({servers}) stopped answering: {text}. The "
             "conversation is in the history (the reply so far marked interrupted); start the "
@@ -180,18 +175,20 @@ _call: tuple[float, float] | None = None
 """(when, timeout) of the target pass on a server in flight, for the watchdog."""
 
 
-@contextlib.contextmanager
-def watched(endpoints: Sequence[str], timeout_s: float) -> Iterator[None]:
-    """Time a pass on RPC servers: one that hangs past `timeout_s` (a server that stopped
-    without closing the connection) ends specchat like a dead one, instead of forever."""
-    global _call
-    if not endpoints:
-        yield
-        return
-    _call = (time.monotonic(), timeout_s)
-    try:
-        yield
-    finally:
+class Watch:
+    """Times each pass on RPC servers (`with model.watch:` around it): one that hangs past
+    `timeout_s` (a server that stopped without closing the connection) ends specchat like a
+    dead one, instead of forever."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+
+    def __enter__(self) -> None:
+        global _call
+        _call = (time.monotonic(), self.timeout_s)
+
+    def __exit__(self, *exc: object) -> None:
+        global _call
         _call = None
 
 

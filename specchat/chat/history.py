@@ -211,8 +211,9 @@ class HistoryStore:
 
     def interrupted(self) -> list[StoredConversation]:
         """Conversations with a reply whose turn never ended, newest first."""
-        return [c for c in self.conversations()
-                if any(not m.complete for m in self.messages(c.id))]
+        cut = {row[0] for row in self._use(lambda db: db.execute(
+            "SELECT DISTINCT conversation_id FROM messages WHERE complete = 0").fetchall())}
+        return [c for c in self.conversations() if c.id in cut]
 
     def rename(self, conversation_id: int, title: str) -> None:
         self._use(lambda db: db.execute("UPDATE conversations SET title = ? WHERE id = ?",

@@ -26,7 +26,6 @@ class Conversation:
     messages: list[tuple[str, str]] = field(default_factory=list)
 
 
-
 class ChatSession:
     def __init__(self, engine: SpeculativeEngine, conversation: Conversation | None = None,
                  context_policy: str = "rolling") -> None:

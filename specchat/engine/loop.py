@@ -195,9 +195,9 @@ class SpeculativeEngine:
                 committed = fitted.prompt_ids + reply.ids
                 t0 = clock()
                 n = self._refill(committed)
-                stats.add_shift(n, clock() - t0)
                 shift = ContextEvent(fitted.left_out, len(fitted.prompt_ids), True, n,
                                      clock() - t0)
+                stats.add_context(shift)
                 handed = time.perf_counter()
                 yield shift
                 suspended += time.perf_counter() - handed

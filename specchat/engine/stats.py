@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specchat.engine.events import RoundEvent, TurnEvent
+from specchat.engine.events import ContextEvent, RoundEvent, TurnEvent
 from specchat.numbers import mean, percentile
 
 
@@ -41,10 +41,12 @@ class TurnStats:
     """Seconds the target spent evaluating a shortened prompt again mid-reply: in the turn's
     wall time, not in its decode rate (like the prompt's evaluation before the first token)."""
 
-    def add_shift(self, tokens: int, seconds: float) -> None:
-        self.shifts += 1
-        self.shift_tokens += tokens
-        self.shift_s += seconds
+    def add_context(self, event: ContextEvent) -> None:
+        """Count a shift mid-reply (turns left out before the reply cost no decode time)."""
+        if event.during_reply:
+            self.shifts += 1
+            self.shift_tokens += event.reeval_tokens
+            self.shift_s += event.reeval_s
 
     def add_round(self, r: RoundEvent) -> None:
         self.rounds += 1

@@ -322,6 +322,7 @@ class ChatScreen(Screen):
             if self.recorder is not None:
                 self.recorder(event)
             if isinstance(event, ContextEvent):
+                self.stats.add_context(event)  # live numbers leave it out like the turn's
                 self.show_context(event)
             elif isinstance(event, RoundEvent):
                 self.stats.add_round(event)

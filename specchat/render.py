@@ -94,7 +94,8 @@ class TerminalRenderer:
         elif isinstance(event, ContextEvent):
             if event.during_reply:
                 self.out.print()
-            self.err.print(f"[{context_note(event)}]", style="dim", highlight=False)
+            self.err.print(f"[{context_note(event)}]", style="dim", highlight=False,
+                           markup=False)  # the brackets are text, not a style tag
 
 
 class JsonRenderer:

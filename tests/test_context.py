@@ -3,6 +3,8 @@ the transformers half is in test_hf_backend.py), and the rule that picks what is
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from conftest import (
     GREEDY,
@@ -14,13 +16,15 @@ from conftest import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 
 from specchat.chat import context
 from specchat.chat.session import ChatSession, Conversation
 from specchat.engine.drafters import NoDrafter
-from specchat.engine.events import TurnEvent
+from specchat.engine.events import ContextEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.errors import ContextOverflowError
+from specchat.render import TerminalRenderer
 
 N_CTX = 256
 
@@ -55,6 +59,16 @@ def test_stop_refuses_the_turn_that_does_not_fit_and_says_what_to_do(small):
 
 def test_a_reply_that_reaches_the_end_of_the_context_makes_room_and_goes_on(small, near_tie):
     check_reply_makes_room(*small, near_tie)
+
+
+@pytest.mark.parametrize("during_reply", [False, True])
+def test_the_terminal_says_what_was_left_out(during_reply):
+    out, err = io.StringIO(), io.StringIO()
+    render = TerminalRenderer(Console(file=out), Console(file=err, width=300))
+    render(ContextEvent(2, 180, during_reply, 200, 1.5))
+    line = err.getvalue().strip()
+    assert line.startswith("[") and "2 earlier turns left out of the model's view" in line
+    assert ("re-evaluated 200 tokens in 1.50 s" in line) == during_reply
 
 
 def test_stop_ends_a_reply_at_the_end_of_the_context(small):

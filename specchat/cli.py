@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import queue
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -119,8 +120,10 @@ def _warn_history(history: HistoryStore, warned: str | None) -> str | None:
 
 
 def in_worker(turn: Callable[[threading.Event], Iterator[Event]]) -> Iterator[Event]:
-    """Run a turn in a worker thread; Ctrl-C in this thread sets its cancel flag, and the
-    engine ends the turn cleanly after the round in flight (caches consistent, reply kept)."""
+    """Run a turn in a worker thread; Ctrl-C sets its cancel flag, and the engine ends the turn
+    cleanly after the round in flight (caches consistent, reply kept). Ctrl-C is taken by a
+    signal handler for the whole turn, so it stops the reply whatever the main thread is doing
+    (printing a token, saving the reply) instead of ending specchat."""
     cancel = threading.Event()
     items: queue.SimpleQueue[Event | BaseException | None] = queue.SimpleQueue()
 
@@ -134,19 +137,30 @@ def in_worker(turn: Callable[[threading.Event], Iterator[Event]]) -> Iterator[Ev
             items.put(None)
 
     threading.Thread(target=work, name="specchat-turn", daemon=True).start()
-    while True:
-        try:
-            item = items.get(timeout=0.1)
-        except queue.Empty:
-            continue
-        except KeyboardInterrupt:
-            cancel.set()
-            continue
-        if item is None:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
+    with stop_on_ctrl_c(cancel):
+        while True:
+            try:
+                item = items.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
+@contextlib.contextmanager
+def stop_on_ctrl_c(cancel: threading.Event) -> Iterator[None]:
+    """While inside, Ctrl-C (SIGINT) sets `cancel` instead of raising KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def cmd_tui(args: argparse.Namespace) -> int:

@@ -32,10 +32,14 @@ def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | 
                                    dtype=options.dtype, n_threads=options.threads)
     if options.backend != "llamacpp":
         raise SpecchatError(f"backend {options.backend!r}: choose one of {', '.join(BACKENDS)}")
+    if rpc:  # in a child process: a server lost mid-turn costs the turn, not specchat
+        from specchat.backends.isolated import IsolatedBackend
+
+        return IsolatedBackend(path, rpc=rpc, timeout_s=options.rpc_timeout, n_ctx=n_ctx,
+                               n_gpu_layers=gpu_layers, n_threads=options.threads)
     from specchat.backends.llamacpp import LlamaCppBackend  # the transformers path needs no build
 
-    return LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=gpu_layers, n_threads=options.threads,
-                           rpc=rpc, rpc_timeout_s=options.rpc_timeout)
+    return LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=gpu_layers, n_threads=options.threads)
 
 
 def load_target(spec: str, options: ModelOptions, catalog: Catalog | None = None) -> Backend:

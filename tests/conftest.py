@@ -131,27 +131,36 @@ def specchat(*args: str, tmp_path: Path, stdin: str | None = None
                           text=True, env=specchat_env(tmp_path), timeout=120, input=stdin)
 
 
-def saved_reply(db_path) -> tuple[str, int] | None:
-    """The newest assistant message as another process sees it: (content, complete)."""
+def saved_replies(db_path) -> list[tuple[str, int]]:
+    """The assistant messages as another process sees them: (content, complete), oldest first."""
     if not db_path.exists():
-        return None
+        return []
     with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5) as db:
         try:
             return db.execute("SELECT content, complete FROM messages WHERE role = 'assistant' "
-                              "ORDER BY id DESC LIMIT 1").fetchone()
+                              "ORDER BY id").fetchall()
         except sqlite3.OperationalError:  # the tables are not there yet
-            return None
+            return []
+
+
+def saved_reply(db_path) -> tuple[str, int] | None:
+    """The newest assistant message as another process sees it: (content, complete)."""
+    replies = saved_replies(db_path)
+    return replies[-1] if replies else None
 
 
 class RpcServer:
     """`specchat rpc-server` on a free loopback port, as a subprocess a test starts and stops."""
 
-    def __init__(self, tmp_path: Path, threads: int = 1) -> None:
+    def __init__(self, tmp_path: Path, threads: int = 1, port: int | None = None) -> None:
+        """`port`: where one that was stopped served (a free one by default)."""
         import socket
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        if port is None:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+        self.port = port
         self.endpoint = f"127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "specchat", "rpc-server", "--port", str(self.port),

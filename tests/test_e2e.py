@@ -158,11 +158,13 @@ def check_pair(target, draft, prompt: str, n_tokens: int, label: str) -> None:
 
 @pytest.fixture(scope="module")
 def rpc_pair(real_pair, tmp_path_factory):
-    """The 1.5B target on a loopback `specchat rpc-server`, the 0.5B draft here."""
+    """The 1.5B target on a loopback `specchat rpc-server` (driven from a child process, as
+    specchat runs it), the 0.5B draft here."""
+    from specchat.backends.isolated import IsolatedBackend
     from specchat.backends.llamacpp import LlamaCppBackend
 
     server = RpcServer(tmp_path_factory.mktemp("rpc"), threads=2)
-    target = LlamaCppBackend(real_pair[0], n_ctx=2048, rpc=server.endpoint)
+    target = IsolatedBackend(real_pair[0], rpc=server.endpoint, n_ctx=2048)
     draft = LlamaCppBackend(real_pair[1], n_ctx=2048)
     yield target, draft
     target.close()  # before the server goes: freeing its buffers talks to it

@@ -9,29 +9,39 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from conftest import (
     GREEDY,
+    SIZE,
     RpcServer,
     assert_same_up_to_a_near_tie,
     calibrated_near_tie,
     history_path,
     load,
-    saved_reply,
+    make_app,
+    ready,
+    run_async,
+    saved_replies,
     specchat,
     specchat_env,
+    until,
 )
 from tinymodels import TinySpec, write_tiny_gguf
 
+from specchat.backends.isolated import IsolatedBackend
 from specchat.backends.llamacpp import LlamaCppBackend
+from specchat.backends.rpc import RemoteError
 from specchat.chat.history import HistoryStore
 from specchat.chat.session import ChatSession, Conversation
-from specchat.engine.drafters import ModelDrafter, NoDrafter
-from specchat.engine.events import TurnEvent
+from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.events import Event, TokenEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.ui.widgets import LiveReply, PromptInput
 
 PROMPTS = ["hello world", "the cat sat on the mat", "def reverse(s):"]
 
@@ -40,7 +50,7 @@ PROMPTS = ["hello world", "the cat sat on the mat", "def reverse(s):"]
 def remote(tiny, tmp_path_factory):
     """The tiny target on a loopback RPC server, and the same model on this machine."""
     server = RpcServer(tmp_path_factory.mktemp("rpc"))
-    there = LlamaCppBackend(tiny.target, n_ctx=1024, n_threads=1, rpc=server.endpoint)
+    there = IsolatedBackend(tiny.target, rpc=server.endpoint, n_ctx=1024, n_threads=1)
     here = load(tiny.target)
     draft = load(tiny.draft)
     yield there, here, draft, server
@@ -105,73 +115,143 @@ def test_the_server_binds_loopback_unless_told_and_then_warns(tmp_path):
         exposed.wait()
 
 
-def chat_on_a_server_until_it_replies(tmp_path, *flags: str) -> tuple[subprocess.Popen, RpcServer, Path]:
-    """`specchat chat` with a long-context tiny target on a fresh server, streaming a long
-    reply: returned once the history shows the reply has begun."""
-    long = tmp_path / "tiny-long.gguf"
-    write_tiny_gguf(long, TinySpec(seed=0, n_ctx=65536))
-    server = RpcServer(tmp_path)
-    chat = subprocess.Popen(
-        [sys.executable, "-m", "specchat", "chat", "--target", str(long), "--draft", "ngram",
-         "--ctx", "65536", "--max-tokens", "60000", "--threads", "1", "--rpc", server.endpoint,
-         *flags], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True, env=specchat_env(tmp_path))
-    assert chat.stdin is not None and chat.stderr is not None
-    chat.stdin.write("tell me everything\n")
-    chat.stdin.flush()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (saved_reply(history_path(tmp_path)) or ("",))[0]:
-        time.sleep(0.05)
-    return chat, server, long
+@pytest.fixture
+def long_model(tmp_path):
+    """A tiny model with a long context, so a reply goes on until the test stops it."""
+    path = tmp_path / "tiny-long.gguf"
+    write_tiny_gguf(path, TinySpec(seed=0, n_ctx=65536))
+    return path
 
 
-def error_lines(chat: subprocess.Popen) -> list[str]:
-    assert chat.stderr is not None
-    return [line for line in chat.stderr.read().splitlines() if "error" in line]
+def reply_until(session: ChatSession, text: str, tokens: int) -> Iterator[Event]:
+    """A long greedy reply of `session` to `text`, yielded once `tokens` have been shown."""
+    events = session.turn(text, GenerationSettings(max_tokens=60000))
+    shown = 0
+    for event in events:
+        shown += isinstance(event, TokenEvent)
+        if shown >= tokens:
+            return events
+    raise AssertionError("the reply ended early")
 
 
-def test_a_server_that_stops_answering_is_given_up_after_the_timeout(tmp_path):
-    chat, server, _ = chat_on_a_server_until_it_replies(tmp_path, "--rpc-timeout", "3")
-    server.proc.send_signal(signal.SIGSTOP)  # the connection stays open; nothing answers
+def same_as_here(session: ChatSession, model: Path, text: str) -> TurnEvent:
+    """The next turn of `session` (its target on a server), checked equal to the same
+    conversation's turn target-only on this machine."""
+    here = LlamaCppBackend(model, n_ctx=4096, n_threads=1)
     try:
-        chat.wait(30)
-        errors = error_lines(chat)
+        local = ChatSession(SpeculativeEngine(here, NoDrafter(), GREEDY),
+                            Conversation(messages=list(session.conversation.messages)))
+        settings = GenerationSettings(max_tokens=24)
+        ours, theirs = (list(s.turn(text, settings))[-1] for s in (session, local))
+        assert isinstance(ours, TurnEvent) and isinstance(theirs, TurnEvent)
+        assert ours.token_ids == theirs.token_ids
+        return ours
+    finally:
+        here.close()
+
+
+def test_a_server_killed_mid_reply_costs_the_turn_and_the_next_turn_goes_on(tmp_path, long_model):
+    """The server dies while a reply streams: RemoteError naming it, the target's mirrored
+    cache empty and the draft's a prefix of the conversation; with the server still down the
+    next turn is refused naming it; once it runs again, the next turn on the same target object
+    equals the same conversation target-only here."""
+    server = RpcServer(tmp_path)
+    target = IsolatedBackend(long_model, rpc=server.endpoint, n_ctx=4096, n_threads=1)
+    draft = LlamaCppBackend(long_model, n_ctx=4096, n_threads=1)
+    engine = SpeculativeEngine(target, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
+                               GREEDY, DraftSettings(k=3))
+    session = ChatSession(engine)
+    try:
+        session.conversation.messages += [("user", "hello"), ("assistant", "hi there")]
+        rest = reply_until(session, "tell me everything", 40)
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait(10)
+        with pytest.raises(RemoteError) as lost:
+            list(rest)
+        assert str(lost.value).startswith(
+            f"the RPC server ({server.endpoint}) stopped answering: Remote RPC server crashed")
+        assert target.tokens == []
+        assert session.conversation.messages == [("user", "hello"), ("assistant", "hi there")]
+        with pytest.raises(RemoteError, match=f"RPC server {server.endpoint} is not answering"):
+            list(session.turn("go on", GenerationSettings(max_tokens=8)))
+        server = RpcServer(tmp_path, port=server.port)
+        assert same_as_here(session, long_model, "go on").n_drafted > 0
+    finally:
+        engine.close()
+        server.stop()
+
+
+def test_a_server_that_stops_answering_is_given_up_after_the_timeout(tmp_path, long_model):
+    """A server that stops without closing the connection (SIGSTOP, a hung machine): after
+    the timeout the turn ends with RemoteError saying so; once it answers again, so does the
+    same target."""
+    server = RpcServer(tmp_path)
+    target = IsolatedBackend(long_model, rpc=server.endpoint, timeout_s=2, n_ctx=4096,
+                             n_threads=1)
+    session = ChatSession(SpeculativeEngine(target, NgramDrafter(), GREEDY))
+    try:
+        rest = reply_until(session, "tell me everything", 20)
+        server.proc.send_signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        with pytest.raises(RemoteError, match=r"stopped answering: no answer to a pass of "
+                                              r"tiny-long in 2 s \(--rpc-timeout\)"):
+            list(rest)
+        assert time.monotonic() - t0 < 30
+        server.proc.send_signal(signal.SIGCONT)
+        same_as_here(session, long_model, "go on")
     finally:
         server.proc.send_signal(signal.SIGCONT)
+        target.close()
         server.stop()
-    assert chat.returncode == 2 and len(errors) == 1, errors
-    assert "stopped answering: no answer to a target pass in 3 s (--rpc-timeout)" in errors[0]
 
 
-def test_a_server_killed_mid_reply_is_named_and_the_conversation_goes_on(tmp_path):
-    """`specchat chat` with its target on a server that is killed while a reply streams: one
-    line naming the server, exit 2, the reply so far in the history marked interrupted; the
-    conversation then continues on a new server, the same as on this machine."""
-    chat, server, long = chat_on_a_server_until_it_replies(tmp_path)
-    server.proc.send_signal(signal.SIGKILL)
-    server.proc.wait(10)
-    chat.wait(60)
-    errors = error_lines(chat)
-    assert chat.returncode == 2 and len(errors) == 1, errors
-    assert f"the RPC server ({server.endpoint}) stopped answering" in errors[0]
-    store = HistoryStore(history_path(tmp_path))
-    (conversation,) = store.interrupted()
-    messages = store.messages(conversation.id)
-    assert [(m.role, m.complete) for m in messages] == [("user", True), ("assistant", False)]
+def replying(history: Path, n: int) -> None:
+    """Wait until the history holds `n` replies, the last one begun."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        replies = saved_replies(history)
+        if len(replies) == n and replies[-1][0]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no reply {n} within 2 minutes")
 
-    again = RpcServer(tmp_path)
-    there = LlamaCppBackend(long, n_ctx=2048, n_threads=1, rpc=again.endpoint)
-    here = LlamaCppBackend(long, n_ctx=2048, n_threads=1)
+
+def test_chat_says_so_and_goes_on_when_the_server_comes_back(tmp_path, long_model):
+    """`specchat chat` as a user runs it: the server is killed while a reply streams; one error
+    line names it, the reply so far is in the history marked interrupted, and the chat goes
+    on: the next message, sent once the server is back, is answered (Ctrl-C stops it)."""
+    server = RpcServer(tmp_path)
+    chat = subprocess.Popen(
+        [sys.executable, "-m", "specchat", "chat", "--target", str(long_model), "--draft",
+         "ngram", "--ctx", "65536", "--max-tokens", "60000", "--threads", "1", "--rpc",
+         server.endpoint], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=specchat_env(tmp_path))
+    assert chat.stdin is not None
+    history = history_path(tmp_path)
     try:
-        history = [(m.role, m.content[:200]) for m in messages]  # the cut reply, shortened
-        turns = [list(ChatSession(SpeculativeEngine(model, NoDrafter(), GREEDY),
-                                  Conversation(messages=list(history))).turn(
-            "go on", GenerationSettings(max_tokens=24))) for model in (there, here)]
-        assert turns[0][-1].token_ids == turns[1][-1].token_ids
+        chat.stdin.write("tell me everything\n")
+        chat.stdin.flush()
+        replying(history, 1)
+        server.stop()
+        server = RpcServer(tmp_path, port=server.port)
+        chat.stdin.write("go on\n")
+        chat.stdin.flush()
+        replying(history, 2)
+        chat.send_signal(signal.SIGINT)  # Ctrl-C: stop this reply
+        out, err = chat.communicate(timeout=60)
     finally:
-        there.close()
-        here.close()
-        again.stop()
+        chat.kill()
+        server.stop()
+    assert chat.returncode == 0, err
+    errors = [line for line in err.splitlines() if "error" in line]
+    assert len(errors) == 1 and f"the RPC server ({server.endpoint}) stopped answering" in \
+        errors[0], errors
+    store = HistoryStore(history_path(tmp_path))
+    (conversation,) = store.conversations()
+    messages = store.messages(conversation.id)
+    assert [(m.role, m.complete) for m in messages] == [
+        ("user", True), ("assistant", False), ("user", True), ("assistant", True)]
+    assert messages[-1].content and out.count("you>") == 3  # two turns, then the end
 
 
 def test_ask_says_where_each_model_runs_and_can_split_the_layers(tiny, tmp_path):
@@ -185,3 +265,47 @@ def test_ask_says_where_each_model_runs_and_can_split_the_layers(tiny, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (f"specchat: target tiny-target (RPC {server.endpoint}, 1 layers) · draft tiny-draft "
             "(here)") in proc.stderr
+
+
+def test_the_app_keeps_the_chat_when_the_server_dies_and_enter_sends_the_message_again(
+        tmp_path, long_model):
+    """In the app: the server dies while a reply streams; the reply says it was cut off and
+    why, the message is back in the input box, the app stays; with the server back, Enter
+    sends the message again and it is answered."""
+    server = RpcServer(tmp_path)
+    app = make_app(SimpleNamespace(target=long_model, draft="ngram"), tmp_path, max_tokens=60000)
+    app.settings.settings.models.rpc = server.endpoint
+    app.settings.settings.models.n_ctx = 65536  # the reply must not end before the server does
+
+    def last() -> LiveReply:
+        return app.chat.query(LiveReply).last()
+
+    async def scenario() -> None:
+        nonlocal server
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            prompt = app.chat.query_one(PromptInput)
+            prompt.text = "tell me everything"
+            await pilot.press("enter")
+            await until(pilot, lambda: len(last().pieces) > 20)
+            server.stop()
+            await until(pilot, lambda: last().note.startswith("cut off: the RPC server"))
+            assert f"({server.endpoint}) stopped answering" in last().note
+            assert prompt.text == "tell me everything" and not app.chat.busy
+            server = RpcServer(tmp_path, port=server.port)
+            prompt.focus()
+            await pilot.press("enter")
+            await until(pilot, lambda: app.chat.busy and len(last().pieces) > 20)
+            await pilot.press("escape")
+            await until(pilot, lambda: not app.chat.busy)
+            assert [role for role, _ in app.chat.session.conversation.messages] == [
+                "user", "assistant"]
+        store = HistoryStore(tmp_path / "history.sqlite3")
+        (conversation,) = store.conversations()
+        assert [(m.role, m.complete) for m in store.messages(conversation.id)] == [
+            ("user", True), ("assistant", False), ("user", True), ("assistant", True)]
+
+    try:
+        run_async(scenario)
+    finally:
+        server.stop()

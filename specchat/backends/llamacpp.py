@@ -7,7 +7,6 @@ and reuse across rounds and turns are plain list operations.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import threading
@@ -35,7 +34,7 @@ def _log_to_tail(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
         _log_tail.append(text.decode("utf-8", "replace").rstrip())
 
 
-def _ensure_backend() -> None:
+def ensure_backend() -> None:
     global _initialised
     with _init_lock:
         if not _initialised:
@@ -52,80 +51,30 @@ def _last_error_line() -> str:
     return ""
 
 
-class LlamaCppBackend:
-    """A GGUF model with its own context (KV cache) and a reusable batch."""
+def load_model(path: Path, mparams: llama_cpp.llama_model_params) -> llama_cpp.llama_model_p:
+    """llama.cpp's model for `path`, or ModelFileError with llama.cpp's own last error line."""
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
+    if not model:
+        detail = _last_error_line()
+        raise ModelFileError(f"llama.cpp could not load {path}" + (f": {detail}" if detail else ""))
+    return model
 
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        n_ctx: int = 4096,
-        n_gpu_layers: int | None = None,
-        n_threads: int | None = None,
-        n_batch: int = 512,
-        rpc: str | None = None,
-        rpc_timeout_s: float = 120.0,
-    ) -> None:
-        """`rpc`: HOST:PORT[,...] of ggml RPC servers that hold the offloaded layers (all of
-        them unless `n_gpu_layers` says fewer)."""
-        path = Path(path)
-        read_gguf(path)  # a clear error for missing, non-GGUF and truncated files
-        _ensure_backend()
-        self.name = path.stem
-        self.path = path
-        mparams = llama_cpp.llama_model_default_params()
-        if n_gpu_layers is None:
-            n_gpu_layers = 999 if llama_cpp.llama_supports_gpu_offload() else 0
-        mparams.n_gpu_layers = n_gpu_layers
-        self.n_gpu_layers = n_gpu_layers
-        self.rpc = rpc_servers.parse(rpc) if rpc else []
-        """The RPC servers this model's offloaded layers are on ([]: this machine)."""
-        self._watch: contextlib.AbstractContextManager[None] = (
-            rpc_servers.Watch(rpc_timeout_s) if self.rpc else contextlib.nullcontext())
-        if self.rpc or rpc_servers.in_use():  # once servers are registered, say which devices
-            self._devices = rpc_servers.devices(self.rpc)
-            mparams.devices = ctypes.cast(self._devices, ctypes.c_void_p)
-        self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
-        if not self._model:
-            detail = _last_error_line()
-            raise ModelFileError(
-                f"llama.cpp could not load {path}" + (f": {detail}" if detail else "")
-            )
-        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+
+class LlamaVocab:
+    """The text side of a loaded model (tokens, pieces, end-of-generation, chat template): the
+    same for a model evaluated here and for one evaluated in a child process, for which only
+    the vocabulary is loaded here (specchat/backends/isolated.py)."""
+
+    name: str
+
+    def _use_vocab(self, model: llama_cpp.llama_model_p) -> None:
+        self._vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
-        threads = n_threads or max(1, os.cpu_count() or 1)
-        cparams = llama_cpp.llama_context_default_params()
-        train_ctx = int(llama_cpp.llama_model_n_ctx_train(self._model))
-        cparams.n_ctx = min(n_ctx, train_ctx) if train_ctx > 0 else n_ctx
-        cparams.n_batch = n_batch
-        cparams.n_ubatch = n_batch
-        cparams.n_seq_max = 1
-        cparams.n_threads = threads
-        cparams.n_threads_batch = threads
-        cparams.no_perf = True
-        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
-        if not self._ctx:
-            llama_cpp.llama_model_free(self._model)
-            detail = _last_error_line()
-            raise ModelFileError(
-                f"llama.cpp could not create a context for {path}"
-                + (f": {detail}" if detail else "")
-            )
-        self.n_ctx = int(llama_cpp.llama_n_ctx(self._ctx))
-        self.n_batch = int(llama_cpp.llama_n_batch(self._ctx))  # llama.cpp may clamp it
-        self.n_threads = threads
-        self._mem = llama_cpp.llama_get_memory(self._ctx)
-        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self._piece_cache: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(256)
-        self.tokens: list[int] = []
-        self.passes = 0
-        self.can_truncate = not (llama_cpp.llama_model_is_recurrent(self._model)
-                                 or llama_cpp.llama_model_is_hybrid(self._model))
-        """False for recurrent and hybrid models: their memory cannot drop part of a sequence."""
         self._add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
         self._bos = int(llama_cpp.llama_vocab_bos(self._vocab))
-        template = llama_cpp.llama_model_chat_template(self._model, None)
+        template = llama_cpp.llama_model_chat_template(model, None)
         self._chat_template: bytes = template if template else b"chatml"
 
     # -- vocabulary -------------------------------------------------------------------------
@@ -174,6 +123,69 @@ class LlamaCppBackend:
             size = n + 1
         raise ModelFileError(f"{self.name}: chat template output did not fit")  # pragma: no cover
 
+
+class LlamaCppBackend(LlamaVocab):
+    """A GGUF model with its own context (KV cache) and a reusable batch."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        n_ctx: int = 4096,
+        n_gpu_layers: int | None = None,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        rpc: str | None = None,
+    ) -> None:
+        """`rpc`: HOST:PORT[,...] of ggml RPC servers that hold the offloaded layers (all of
+        them unless `n_gpu_layers` says fewer). ggml aborts the process when such a server
+        dies, so specchat loads these models in a child process (IsolatedBackend)."""
+        path = Path(path)
+        read_gguf(path)  # a clear error for missing, non-GGUF and truncated files
+        ensure_backend()
+        self.name = path.stem
+        self.path = path
+        mparams = llama_cpp.llama_model_default_params()
+        if n_gpu_layers is None:
+            n_gpu_layers = 999 if llama_cpp.llama_supports_gpu_offload() else 0
+        mparams.n_gpu_layers = n_gpu_layers
+        self.n_gpu_layers = n_gpu_layers
+        self.rpc = rpc_servers.parse(rpc) if rpc else []
+        """The RPC servers this model's offloaded layers are on ([]: this machine)."""
+        if self.rpc:
+            self._devices = rpc_servers.devices(self.rpc)
+            mparams.devices = ctypes.cast(self._devices, ctypes.c_void_p)
+        self._model = load_model(path, mparams)
+        self._use_vocab(self._model)
+        threads = n_threads or max(1, os.cpu_count() or 1)
+        cparams = llama_cpp.llama_context_default_params()
+        train_ctx = int(llama_cpp.llama_model_n_ctx_train(self._model))
+        cparams.n_ctx = min(n_ctx, train_ctx) if train_ctx > 0 else n_ctx
+        cparams.n_batch = n_batch
+        cparams.n_ubatch = n_batch
+        cparams.n_seq_max = 1
+        cparams.n_threads = threads
+        cparams.n_threads_batch = threads
+        cparams.no_perf = True
+        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
+        if not self._ctx:
+            llama_cpp.llama_model_free(self._model)
+            detail = _last_error_line()
+            raise ModelFileError(
+                f"llama.cpp could not create a context for {path}"
+                + (f": {detail}" if detail else "")
+            )
+        self.n_ctx = int(llama_cpp.llama_n_ctx(self._ctx))
+        self.n_batch = int(llama_cpp.llama_n_batch(self._ctx))  # llama.cpp may clamp it
+        self.n_threads = threads
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self.tokens: list[int] = []
+        self.passes = 0
+        self.can_truncate = not (llama_cpp.llama_model_is_recurrent(self._model)
+                                 or llama_cpp.llama_model_is_hybrid(self._model))
+        """False for recurrent and hybrid models: their memory cannot drop part of a sequence."""
+
     # -- evaluation -------------------------------------------------------------------------
     def eval(self, tokens: Sequence[int], logits_from: int) -> np.ndarray:
         n = len(tokens)
@@ -196,9 +208,8 @@ class LlamaCppBackend:
                 batch.logits[j] = want
                 n_out += want
             batch.n_tokens = hi - lo
-            with self._watch:
-                rc = llama_cpp.llama_decode(self._ctx, batch)
-                ptr = llama_cpp.llama_get_logits(self._ctx) if rc == 0 and n_out else None
+            rc = llama_cpp.llama_decode(self._ctx, batch)
+            ptr = llama_cpp.llama_get_logits(self._ctx) if rc == 0 and n_out else None
             self.passes += 1
             if rc != 0:
                 self.truncate(start)  # leave the cache as it was before this call

@@ -3,10 +3,9 @@ layers on such servers.
 
 Both halves use the ggml library llama-cpp-python already loaded (install.sh builds it with
 GGML_RPC), so a server needs no second build. ggml's RPC client aborts the process when a
-server cannot be reached or dies in the middle of a call, so servers are probed before they
-are used (a clear error names the one that is down), and if one dies mid-turn the abort is
-turned into one line naming the servers, saying that the conversation is in the history, and
-exit status 2 (the history saved the reply so far, marked interrupted).
+server cannot be reached or dies in the middle of a call: servers are probed before they are
+used (a clear error names the one that is down), and a model on servers runs in a child
+process (backends/isolated.py) that `on_abort` lets say why it ends.
 """
 
 from __future__ import annotations
@@ -18,11 +17,9 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import llama_cpp
@@ -80,12 +77,6 @@ def _ggml() -> tuple[ctypes.CDLL, ctypes.CDLL, ctypes.CDLL]:
     return base, ggml, rpc
 
 
-def in_use() -> bool:
-    """Whether servers were registered in this process (a model loaded after that names its
-    devices, or ggml would put its layers on the servers too)."""
-    return bool(_connected)
-
-
 def parse(text: str) -> list[str]:
     """The endpoints of `--rpc` (checked as HOST:PORT by settings.rpc_endpoints)."""
     return [part.strip() for part in text.split(",") if part.strip()]
@@ -118,25 +109,20 @@ def wait_for(endpoint: str, seconds: float = 20.0) -> None:
 
 
 def devices(endpoints: Sequence[str]) -> ctypes.Array:
-    """The NULL-terminated device list for a model's params: the RPC servers' devices, or
-    (no endpoints) this machine's GPUs, so a model without --rpc stays local even after
-    another one registered servers in this process."""
+    """The NULL-terminated device list for a model's params: the RPC servers' devices (each
+    server probed first: ggml's client aborts the process when it cannot connect)."""
     base, ggml, rpc = _ggml()
     handles: list[int] = []
-    if endpoints:
-        _watch_aborts()
-        for endpoint in endpoints:
-            if endpoint not in _connected:
-                probe(endpoint)
-                reg = rpc.ggml_backend_rpc_add_server(endpoint.encode())
-                if not reg:
-                    raise RemoteError(f"RPC server {endpoint}: ggml could not register it")
-                ggml.ggml_backend_register(reg)
-                _connected[endpoint] = [base.ggml_backend_reg_dev_get(reg, i)
-                                        for i in range(base.ggml_backend_reg_dev_count(reg))]
-            handles += _connected[endpoint]
-    else:
-        handles = local_gpus()
+    for endpoint in endpoints:
+        if endpoint not in _connected:
+            probe(endpoint)
+            reg = rpc.ggml_backend_rpc_add_server(endpoint.encode())
+            if not reg:
+                raise RemoteError(f"RPC server {endpoint}: ggml could not register it")
+            ggml.ggml_backend_register(reg)
+            _connected[endpoint] = [base.ggml_backend_reg_dev_get(reg, i)
+                                    for i in range(base.ggml_backend_reg_dev_count(reg))]
+        handles += _connected[endpoint]
     return (ctypes.c_void_p * (len(handles) + 1))(*handles, None)
 
 
@@ -153,73 +139,25 @@ def local_gpus() -> list[int]:
     return found[_GPU] or found[_IGPU]
 
 
-def _fail(text: str) -> None:
-    """End specchat with one line naming the servers: ggml cannot go on after losing one."""
-    servers = ", ".join(_connected) or "?"
-    _leave_full_screen()
-    line = (f"specchat: error: the RPC server ({servers}) stopped answering: {text}. The "
-            "conversation is in the history (the reply so far marked interrupted); start the "
-            "server again and reopen it (Ctrl+O in the app)\n")
-    os.write(2, line.encode())  # not sys.stderr: the app captures it while it runs
-    os._exit(2)
+_abort_hook: list[object] = []
+"""The ctypes callback ggml holds (kept alive here)."""
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_char_p)
-def _on_abort(message: bytes) -> None:
-    """ggml is about to abort() (a server died mid-call): say so in one line instead."""
-    text = (message or b"").decode("utf-8", "replace").strip().splitlines()[0]
-    _fail(re.sub(r"^\S+:\d+: ", "", text))  # without ggml's source file and line
+def on_abort(callback: Callable[[str], None]) -> None:
+    """Call `callback` with ggml's message (without its source file and line) when ggml is
+    about to abort the process: its RPC client does when a server dies mid-call. The process
+    cannot go on after that, which is why specchat runs such models in a child process."""
 
+    @ctypes.CFUNCTYPE(None, ctypes.c_char_p)
+    def hook(message: bytes) -> None:
+        text = (message or b"").decode("utf-8", "replace").strip().splitlines() or [""]
+        callback(re.sub(r"^\S+:\d+: ", "", text[0]))
 
-_call: tuple[float, float] | None = None
-"""(when, timeout) of the target pass on a server in flight, for the watchdog."""
-
-
-class Watch:
-    """Times each pass on RPC servers (`with model.watch:` around it): one that hangs past
-    `timeout_s` (a server that stopped without closing the connection) ends specchat like a
-    dead one, instead of forever."""
-
-    def __init__(self, timeout_s: float) -> None:
-        self.timeout_s = timeout_s
-
-    def __enter__(self) -> None:
-        global _call
-        _call = (time.monotonic(), self.timeout_s)
-
-    def __exit__(self, *exc: object) -> None:
-        global _call
-        _call = None
-
-
-def _watchdog() -> None:
-    while True:
-        time.sleep(0.5)
-        call = _call
-        if call is not None and time.monotonic() - call[0] > call[1]:
-            _fail(f"no answer to a target pass in {call[1]:g} s (--rpc-timeout)")
-
-
-def _leave_full_screen() -> None:
-    """Give the terminal back as the app would on exit (alternate screen, mouse, raw mode), so
-    the last line can be read."""
-    if not os.isatty(2):
-        return
-    os.write(2, b"\x1b[?1049l\x1b[?1000l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[?25h\r\n")
-    try:
-        with open("/dev/tty") as tty:
-            subprocess.run(["stty", "sane"], stdin=tty, check=False)
-    except OSError:
-        pass
-
-
-@functools.cache
-def _watch_aborts() -> None:
-    threading.Thread(target=_watchdog, name="specchat-rpc-watchdog", daemon=True).start()
     base = _ggml()[0]
-    base.ggml_set_abort_callback.argtypes = [type(_on_abort)]
+    base.ggml_set_abort_callback.argtypes = [type(hook)]
     base.ggml_set_abort_callback.restype = ctypes.c_void_p
-    base.ggml_set_abort_callback(_on_abort)
+    base.ggml_set_abort_callback(hook)
+    _abort_hook[:] = [hook]
 
 
 def is_loopback(host: str) -> bool:

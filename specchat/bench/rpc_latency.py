@@ -55,14 +55,16 @@ def sh(*cmd: str) -> None:
     subprocess.run(cmd, check=True)
 
 
-def start_server(prefix: list[str], host: str, threads: int) -> subprocess.Popen:
+def start_server(prefix: list[str], host: str, threads: int, port: int = PORT
+                 ) -> subprocess.Popen:
+    """`specchat rpc-server` (run under `prefix`, such as `ip netns exec NS`), once it answers."""
     server = subprocess.Popen(
         [*prefix, sys.executable, "-m", "specchat", "rpc-server", "--host", host, "--port",
-         str(PORT), "--threads", str(threads), *(["--expose"] if prefix else [])],
+         str(port), "--threads", str(threads), *(["--expose"] if prefix else [])],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert server.stdout is not None
     print(server.stdout.readline().strip(), flush=True)
-    wait_for(f"{host}:{PORT}")
+    wait_for(f"{host}:{port}")
     return server
 
 

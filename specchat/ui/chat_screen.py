@@ -63,8 +63,9 @@ class EventBatch(Message):
 @dataclass
 class WorkerFailed(Message):
     error: str
-    in_turn: bool = False
-    """The turn failed before it replied: the open reply says so."""
+    message: str | None = None
+    """The message of a turn that failed: the open reply says so, and the message goes back
+    into an empty input box, so Enter sends it again."""
 
 
 @dataclass
@@ -234,9 +235,12 @@ class ChatScreen(Screen):
                         "Ctrl+O opens it (marked interrupted).", timeout=10)
 
     def on_worker_failed(self, message: WorkerFailed) -> None:
-        if message.in_turn and self.live is not None:
-            self.live.note = "no reply: " + message.error
+        if message.message is not None and self.live is not None:
+            self.live.note = ("cut off: " if self.live.pieces else "no reply: ") + message.error
             self.live.refresh_content()
+            prompt = self.query_one(PromptInput)
+            if not prompt.text.strip():
+                prompt.text = message.message
         self.set_status(f"[b red]error:[/] {message.error}")
         self.notify(message.error, severity="error", timeout=15)
         if self.session is not None:
@@ -286,7 +290,7 @@ class ChatScreen(Screen):
                 if isinstance(batch[-1], RoundEvent):
                     gate.hold(cancel)  # the engine's clock excludes this pause
         except SpecchatError as exc:
-            self.post_message(WorkerFailed(str(exc), True))
+            self.post_message(WorkerFailed(str(exc), text))
 
     def start_replay(self, trace: Trace, speed: float) -> None:
         """Play a recorded turn at its recorded pace (times `speed`); no model is loaded."""

@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 import zipfile
 from collections import Counter
 from collections.abc import Sequence
@@ -141,6 +142,17 @@ def saved_replies(db_path) -> list[tuple[str, int]]:
                               "ORDER BY id").fetchall()
         except sqlite3.OperationalError:  # the tables are not there yet
             return []
+
+
+def replying(history: Path, n: int) -> None:
+    """Wait until the history holds `n` replies, the last one begun."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        replies = saved_replies(history)
+        if len(replies) == n and replies[-1][0]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no reply {n} within 2 minutes")
 
 
 def saved_reply(db_path) -> tuple[str, int] | None:

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
-from conftest import specchat
+from conftest import GREEDY, specchat
+from tinymodels import TinySpec, write_tiny_gguf
+
+from specchat.backends.llamacpp import LlamaCppBackend
+from specchat.chat.session import ChatSession
+from specchat.cli import in_worker
+from specchat.engine.drafters import NgramDrafter
+from specchat.engine.events import turn_of
+from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 
 TOKEN_KEYS = {"type", "kind", "id", "text", "position", "round", "p", "q", "logit_gap"}
 TURN_KEYS = {
@@ -99,3 +109,30 @@ def test_settings_saved_in_the_config_file_become_the_defaults(tiny, tmp_path):
     override = specchat("ask", "hi", "--target", str(tiny.target), "--draft", str(tiny.draft),
                         "--json", "--policy", "fixed", "--k", "4", tmp_path=tmp_path)
     assert json.loads(override.stdout.splitlines()[-1])["k"] == 4
+
+
+def test_ctrl_c_while_the_main_thread_prints_stops_the_reply_not_specchat(tmp_path):
+    """`chat` runs a turn in a worker (cli.in_worker) while the main thread prints and saves
+    what comes: Ctrl-C that lands while the main thread is busy with a token stops the reply
+    (the turn ends `cancelled`, its reply kept) instead of ending specchat with
+    KeyboardInterrupt. Ctrl-C after the turn is the terminal's again."""
+    model = tmp_path / "tiny-long.gguf"
+    write_tiny_gguf(model, TinySpec(seed=0, n_ctx=65536))
+    target = LlamaCppBackend(model, n_ctx=65536, n_threads=1)
+    session = ChatSession(SpeculativeEngine(target, NgramDrafter(), GREEDY))
+    events = []
+    try:
+        for event in in_worker(lambda cancel: session.turn(
+                "tell me everything", GenerationSettings(max_tokens=60000), cancel)):
+            if len(events) == 20:  # Ctrl-C while the main thread is busy with this token
+                os.kill(os.getpid(), signal.SIGINT)
+                sum(range(200_000))  # the handler runs here, in the main thread
+            events.append(event)
+    finally:
+        target.close()
+    turn = turn_of(events)
+    assert turn.stop_reason == "cancelled" and turn.n_tokens > 0
+    assert session.conversation.messages[-1] == ("assistant", turn.text)
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        sum(range(200_000))

@@ -25,8 +25,8 @@ from conftest import (
     load,
     make_app,
     ready,
+    replying,
     run_async,
-    saved_replies,
     specchat,
     specchat_env,
     until,
@@ -203,17 +203,6 @@ def test_a_server_that_stops_answering_is_given_up_after_the_timeout(tmp_path, l
         server.proc.send_signal(signal.SIGCONT)
         target.close()
         server.stop()
-
-
-def replying(history: Path, n: int) -> None:
-    """Wait until the history holds `n` replies, the last one begun."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        replies = saved_replies(history)
-        if len(replies) == n and replies[-1][0]:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"no reply {n} within 2 minutes")
 
 
 def test_chat_says_so_and_goes_on_when_the_server_comes_back(tmp_path, long_model):

@@ -205,6 +205,22 @@ def test_a_server_that_stops_answering_is_given_up_after_the_timeout(tmp_path, l
         server.stop()
 
 
+def test_a_server_that_hangs_while_the_model_loads_is_given_up_after_the_timeout(tiny, tmp_path):
+    """A stopped server still accepts connections (the kernel does), so the probe passes and
+    ggml waits on it: the load is given up after the timeout with no progress, naming it."""
+    server = RpcServer(tmp_path)
+    server.proc.send_signal(signal.SIGSTOP)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(RemoteError, match=rf"RPC server \({server.endpoint}\) stopped "
+                                              r"answering: no progress loading tiny-target in 2 s"):
+            IsolatedBackend(tiny.target, rpc=server.endpoint, timeout_s=2, n_threads=1)
+        assert time.monotonic() - t0 < 30
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+
+
 def test_chat_says_so_and_goes_on_when_the_server_comes_back(tmp_path, long_model):
     """`specchat chat` as a user runs it: the server is killed while a reply streams; one error
     line names it, the reply so far is in the history marked interrupted, and the chat goes

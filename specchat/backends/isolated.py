@@ -109,22 +109,26 @@ class IsolatedBackend(LlamaVocab):
         there.close()
         self._conn = here
         here.send(self._load)
-        try:
-            info: dict[str, Any] = self._answer(None)
+        try:  # each step of the load (weights sent to the servers) within the timeout
+            info: dict[str, Any] = self._answer(self.timeout_s, f"no progress loading {self.name}")
         except errors.SpecchatError:
             self._stop()
             raise
         return info
 
-    def _answer(self, timeout: float | None) -> Any:
+    def _answer(self, timeout: float, waiting: str) -> Any:
+        """The child's answer; a `progress` report of a load restarts the timeout, after which
+        the child is given up, saying what it was `waiting` for."""
         conn = self._conn
         assert conn is not None
-        if timeout is not None and not conn.poll(timeout):
-            self._lost(f"no answer to a pass of {self.name} in {timeout:g} s (--rpc-timeout)")
-        try:
-            kind, value, *message = conn.recv()
-        except (EOFError, OSError):
-            self._lost(self._last_words())
+        kind = "progress"
+        while kind == "progress":
+            if not conn.poll(timeout):
+                self._lost(f"{waiting} in {timeout:g} s (--rpc-timeout)")
+            try:
+                kind, value, *message = conn.recv()
+            except (EOFError, OSError):
+                self._lost(self._last_words())
         if kind == "lost":
             self._lost(value)
         if kind == "error":
@@ -144,9 +148,8 @@ class IsolatedBackend(LlamaVocab):
         self._stop(wait_s=0)
         self.tokens = []
         raise RemoteError(
-            f"the RPC server ({', '.join(self.rpc)}) stopped answering: {reason}. The reply so "
-            f"far is kept; once the server runs again, send a message: {self.name} loads there "
-            "again")
+            f"the RPC server ({', '.join(self.rpc)}) stopped answering: {reason}. Once it runs "
+            f"again, send a message: {self.name} loads there again")
 
     def _stop(self, wait_s: float = 5) -> None:
         """End the child: asked to, killed if it has not within `wait_s`."""
@@ -175,7 +178,8 @@ class IsolatedBackend(LlamaVocab):
         size = self._rows.fit(max(0, len(tokens) - max(0, logits_from)) * self.n_vocab * 4)
         self._conn.send(("eval", len(self.tokens), list(tokens), logits_from, size))
         passes = max(1, math.ceil(len(tokens) / self.n_batch))
-        n_passes, n_rows, seconds = self._answer(self.timeout_s * passes)
+        n_passes, n_rows, seconds = self._answer(self.timeout_s * passes,
+                                                 f"no answer to a pass of {self.name}")
         self.passes += n_passes
         self.child_s += seconds
         self.tokens.extend(tokens)
@@ -248,9 +252,16 @@ def _serve(conn: Connection, rows_out: SharedRows) -> None:
         conn.send(("lost", text))
         os._exit(3)
 
+    shown = [0.0]
+
+    def progress(done: float) -> None:  # each percent of the weights loaded
+        if done >= shown[0] + 0.01:
+            shown[0] = done
+            conn.send(("progress", done))
+
     rpc_servers.on_abort(last_words)
     try:
-        model = LlamaCppBackend(**conn.recv())
+        model = LlamaCppBackend(**conn.recv(), progress=progress)
     except errors.SpecchatError as exc:
         conn.send(("error", type(exc).__name__, str(exc)))
         return

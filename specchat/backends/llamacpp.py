@@ -11,7 +11,7 @@ import ctypes
 import os
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import llama_cpp
@@ -136,10 +136,12 @@ class LlamaCppBackend(LlamaVocab):
         n_threads: int | None = None,
         n_batch: int = 512,
         rpc: str | None = None,
+        progress: Callable[[float], None] | None = None,
     ) -> None:
         """`rpc`: HOST:PORT[,...] of ggml RPC servers that hold the offloaded layers (all of
         them unless `n_gpu_layers` says fewer). ggml aborts the process when such a server
-        dies, so specchat loads these models in a child process (IsolatedBackend)."""
+        dies, so specchat loads these models in a child process (IsolatedBackend).
+        `progress` is called with the fraction of the weights loaded as loading goes on."""
         path = Path(path)
         read_gguf(path)  # a clear error for missing, non-GGUF and truncated files
         ensure_backend()
@@ -155,6 +157,9 @@ class LlamaCppBackend(LlamaVocab):
         if self.rpc:
             self._devices = rpc_servers.devices(self.rpc)
             mparams.devices = ctypes.cast(self._devices, ctypes.c_void_p)
+        if progress is not None:
+            report = llama_cpp.llama_progress_callback(lambda done, _: progress(done) or True)
+            mparams.progress_callback = report
         self._model = load_model(path, mparams)
         self._use_vocab(self._model)
         threads = n_threads or max(1, os.cpu_count() or 1)

@@ -17,7 +17,7 @@ from specchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, Ngr
 from specchat.engine.loop import SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import CacheTruncationError, IncompatibleDraftError, SpecchatError
-from specchat.settings import BACKENDS, ModelOptions, Settings
+from specchat.settings import BACKENDS, ModelOptions, Settings, rpc_endpoints
 
 
 def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | None,
@@ -71,6 +71,7 @@ def load_drafter(
                                 "catalog name or 'default')")
         return CombinedDrafter(ngram, model)
     path = resolve_model(spec, "draft", catalog)
+    _own_servers(options)
     headers = path.suffix == ".gguf" and target.path.suffix == ".gguf"
     if headers:  # judged from the headers, before any weights load
         _compatible(compat.check(target.path, path), path, target)
@@ -84,6 +85,20 @@ def load_drafter(
         backend.close()
         raise CacheTruncationError(backend.name)
     return ModelDrafter(backend, sampling, rng)
+
+
+def _own_servers(options: ModelOptions) -> None:
+    """Refuse a draft on a server the target uses: a ggml RPC server serves one client at a
+    time, and each model on servers has its own client (its own process)."""
+    if not (options.rpc and options.draft_rpc):
+        return
+    shared = [e for e in rpc_endpoints(options.draft_rpc).split(",")
+              if e in rpc_endpoints(options.rpc).split(",")]
+    if shared:
+        raise SpecchatError(
+            f"--draft-rpc {shared[0]} is also the target's server: an RPC server serves one "
+            "client at a time, and the draft has its own. Start a second server for the draft "
+            "(`specchat rpc-server --port 50053` on the same machine serves the same device)")
 
 
 def _compatible(verdict: compat.Compatibility, path: Path, target: Backend) -> None:

@@ -4,6 +4,7 @@ a clear error for a server that is down or dies mid-reply, and the bind rule."""
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
@@ -93,6 +94,31 @@ def test_a_server_that_is_down_is_named(tiny, tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "specchat: error: RPC server 127.0.0.1:9 is not answering (Connection refused): start "
         "it there with `specchat rpc-server`"]
+
+
+def test_a_draft_on_the_targets_own_server_is_refused_and_on_a_second_one_speculates(
+        tiny, tmp_path):
+    """A ggml RPC server serves one client at a time and each model on servers has its own:
+    the same server for both is refused before anything loads (it would wait for the target
+    to let go); a second server serves the draft."""
+    servers = [RpcServer(tmp_path), RpcServer(tmp_path)]
+    try:
+        same = specchat("ask", "hello", "--target", str(tiny.target), "--draft", str(tiny.draft),
+                        "--rpc", servers[0].endpoint, "--draft-rpc", servers[0].endpoint,
+                        tmp_path=tmp_path)
+        both = specchat("ask", "hello", "--target", str(tiny.target), "--draft", str(tiny.draft),
+                        "--rpc", servers[0].endpoint, "--draft-rpc", servers[1].endpoint,
+                        "--max-tokens", "12", "--json", tmp_path=tmp_path)
+    finally:
+        for server in servers:
+            server.stop()
+    assert same.returncode == 2 and same.stderr.strip().splitlines()[-1].startswith(
+        f"specchat: error: --draft-rpc {servers[0].endpoint} is also the target's server")
+    assert both.returncode == 0, both.stderr
+    assert (f"target tiny-target (RPC {servers[0].endpoint}) · draft tiny-draft "
+            f"(RPC {servers[1].endpoint})") in both.stderr
+    turn = json.loads(both.stdout.strip().splitlines()[-1])
+    assert turn["type"] == "turn" and turn["n_drafted"] > 0
 
 
 def test_the_server_binds_loopback_unless_told_and_then_warns(tmp_path):

@@ -15,6 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from specchat import costs
+from specchat.backends.base import Backend
 from specchat.chat.session import ChatSession, Conversation
 from specchat.costs import Costs
 from specchat.engine.drafters import Drafter, NoDrafter
@@ -74,6 +75,16 @@ def round_batches(events: Iterable[Event]) -> Iterator[list[Event]]:
             batch = []
 
 
+def _let_go(model: Backend | None) -> None:
+    """Free the RPC servers a model is on, so a model replacing it can load there (a server
+    serves one client at a time); the model loads there again if it is used again."""
+    if model is not None and getattr(model, "rpc", None):
+        from specchat.backends.isolated import IsolatedBackend
+
+        if isinstance(model, IsolatedBackend):
+            model.let_go()
+
+
 class ModelHost:
     """Builds and changes engines from the settings; owns no app state."""
 
@@ -109,12 +120,17 @@ class ModelHost:
         return Costs(tuple(verify), draft, len(target.tokens))
 
     def load_drafter(self, engine: SpeculativeEngine, spec: str) -> Drafter:
-        """A drafter for the engine's target, sharing its generator (one seed, one run)."""
+        """A drafter for the engine's target, sharing its generator (one seed, one run). An
+        old draft model on RPC servers lets go of them first, as the target does below."""
+        _let_go(engine.drafter.model)
         return load_drafter(spec, engine.target, engine.sampling, engine.rng, self.settings.models)
 
     def load_target(self, engine: SpeculativeEngine, spec: str) -> tuple[SpeculativeEngine, str]:
         """An engine on a new target that keeps the drafter where it can draft for it (else
-        none, and the reason). The old target is freed; the policy keeps its measured costs."""
+        none, and the reason). The old target is freed; the policy keeps its measured costs.
+        An old target on RPC servers lets go of them first (a server serves one client at a
+        time); if the new one fails to load, the old one loads there again at its next turn."""
+        _let_go(engine.target)
         target = load_target(spec, self.settings.models)
         drafter, reason = fit_drafter(target, engine.drafter)
         engine.target.close()

@@ -42,6 +42,9 @@ from specchat.chat.session import ChatSession, Conversation
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import Event, TokenEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.errors import SpecchatError
+from specchat.host import ModelHost
+from specchat.settings import ModelOptions, Settings
 from specchat.ui.widgets import LiveReply, PromptInput
 
 PROMPTS = ["hello world", "the cat sat on the mat", "def reverse(s):"]
@@ -119,6 +122,59 @@ def test_a_draft_on_the_targets_own_server_is_refused_and_on_a_second_one_specul
             f"(RPC {servers[1].endpoint})") in both.stderr
     turn = json.loads(both.stdout.strip().splitlines()[-1])
     assert turn["type"] == "turn" and turn["n_drafted"] > 0
+
+
+def test_the_target_swapped_on_its_server_loads_and_a_failed_swap_keeps_the_old_one(
+        tiny, tmp_path, long_model):
+    """Ctrl+T with the target on a server: the old target lets the server go, so the new one
+    can load there at once (a server serves one client at a time); a swap that fails to load
+    leaves the old target, which loads there again and answers as before."""
+    server = RpcServer(tmp_path)
+    settings = Settings(ModelOptions(target=str(tiny.target), draft="ngram", n_ctx=1024,
+                                     threads=1, rpc=server.endpoint, rpc_timeout=10))
+    host = ModelHost(settings)
+    engine = host.load()
+    try:
+        before = list(ChatSession(engine).turn("hello", GenerationSettings(max_tokens=12)))[-1]
+        with pytest.raises(SpecchatError):
+            host.load_target(engine, str(tmp_path / "missing.gguf"))
+        again = list(ChatSession(engine).turn("hello", GenerationSettings(max_tokens=12)))[-1]
+        assert again.token_ids == before.token_ids
+        t0 = time.monotonic()
+        engine, _ = host.load_target(engine, str(long_model))
+        assert time.monotonic() - t0 < 8 and engine.target.where == f"RPC {server.endpoint}"
+        turn = list(ChatSession(engine).turn("hello", GenerationSettings(max_tokens=12)))[-1]
+        assert isinstance(turn, TurnEvent) and turn.n_tokens > 0
+    finally:
+        engine.close()
+        server.stop()
+
+
+def test_the_draft_swapped_on_its_server_loads_and_bench_takes_one_draft_model_there(
+        tiny, tmp_path):
+    """Ctrl+D with the draft on its own server: the old draft model lets the server go, so the
+    new one loads there at once and drafts; `bench`, which holds its drafters together, takes
+    one draft model on --draft-rpc and says why not two."""
+    servers = [RpcServer(tmp_path), RpcServer(tmp_path)]
+    settings = Settings(ModelOptions(target=str(tiny.target), draft=str(tiny.draft), n_ctx=1024,
+                                     threads=1, rpc=servers[0].endpoint,
+                                     draft_rpc=servers[1].endpoint, rpc_timeout=10))
+    host = ModelHost(settings)
+    engine = host.load()
+    try:
+        t0 = time.monotonic()
+        engine.use_drafter(host.load_drafter(engine, str(tiny.draft)))
+        assert time.monotonic() - t0 < 8
+        turn = list(ChatSession(engine).turn("hello", GenerationSettings(max_tokens=12)))[-1]
+        assert isinstance(turn, TurnEvent) and turn.n_drafted > 0
+        bench = specchat("bench", "--target", str(tiny.target), "--drafters",
+                         f"{tiny.draft},ngram+{tiny.draft}", "--rpc", servers[0].endpoint,
+                         "--draft-rpc", servers[1].endpoint, tmp_path=tmp_path)
+    finally:
+        engine.close()
+        for server in servers:
+            server.stop()
+    assert bench.returncode == 2 and "--draft-rpc holds one draft model at a time" in bench.stderr
 
 
 def test_the_server_binds_loopback_unless_told_and_then_warns(tmp_path):

@@ -185,6 +185,12 @@ class IsolatedBackend(LlamaVocab):
         self.tokens.extend(tokens)
         return self._rows.view(n_rows, self.n_vocab).copy()
 
+    def let_go(self) -> None:
+        """End the child, so the servers can serve another client (a ggml RPC server serves
+        one at a time); the cache is gone, and the next eval loads the model there again."""
+        self._stop()
+        self.tokens = []
+
     def truncate(self, n: int) -> None:
         """Cut the mirror; the child cuts its cache to it before the next eval."""
         del self.tokens[n:]

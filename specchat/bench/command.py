@@ -12,6 +12,7 @@ from rich.console import Console
 from specchat import settings as settings_schema
 from specchat.engine.loop import DraftSettings
 from specchat.engine.sampling import SamplingParams
+from specchat.errors import SpecchatError
 from specchat.settings import Settings
 
 
@@ -51,6 +52,11 @@ def run(args: argparse.Namespace) -> int:
         if args.adaptive:
             arms.append(Arm(d, DraftSettings(k=args.k_max, adaptive=True)))
     options = settings_schema.from_args(args, skip=("draft",)).models
+    models = [d for d in drafters if d not in ("none", "ngram")]
+    if options.draft_rpc and len(models) > 1:
+        raise SpecchatError(f"--draft-rpc holds one draft model at a time (an RPC server serves "
+                            f"one client), and --drafters names {len(models)}: bench them one "
+                            "per run")
     err.print(f"loading {options.target} and drafters {', '.join(drafters)} …", style="dim")
     target = load_target(options.target, options)
     rng = np.random.default_rng(0)

@@ -6,6 +6,7 @@ drafter, so `ask`, `chat`, the TUI and the benchmark all get the same checks and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -99,6 +100,16 @@ def _own_servers(options: ModelOptions) -> None:
             f"--draft-rpc {shared[0]} is also the target's server: an RPC server serves one "
             "client at a time, and the draft has its own. Start a second server for the draft "
             "(`specchat rpc-server --port 50053` on the same machine serves the same device)")
+
+
+def one_draft_model_on_servers(options: ModelOptions, drafters: Sequence[str]) -> None:
+    """Refuse to hold several draft models at once on --draft-rpc (bench and tune load their
+    drafters together): a server serves one client, and each model is one."""
+    models = [d for d in drafters if d not in ("none", "ngram")]
+    if options.draft_rpc and len(models) > 1:
+        raise SpecchatError(f"--draft-rpc holds one draft model at a time (an RPC server serves "
+                            f"one client), and {len(models)} are asked for ({', '.join(models)}):"
+                            " run them one at a time")
 
 
 def _compatible(verdict: compat.Compatibility, path: Path, target: Backend) -> None:

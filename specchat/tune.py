@@ -101,9 +101,10 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
          progress: Progress | None = None) -> dict[str, Any]:
     """Measure and recommend; the result is what `--json` prints."""
     from specchat.host import ModelHost
-    from specchat.loading import load_drafter, load_target
+    from specchat.loading import load_drafter, load_target, one_draft_model_on_servers
 
     models = settings.models
+    one_draft_model_on_servers(models, drafts)
     greedy = SamplingParams()
     target = load_target(models.target, models)
     rng = np.random.default_rng(0)

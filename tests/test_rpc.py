@@ -154,7 +154,7 @@ def test_the_draft_swapped_on_its_server_loads_and_bench_takes_one_draft_model_t
         tiny, tmp_path):
     """Ctrl+D with the draft on its own server: the old draft model lets the server go, so the
     new one loads there at once and drafts; `bench`, which holds its drafters together, takes
-    one draft model on --draft-rpc and says why not two."""
+    one draft model on --draft-rpc and says why not two, and so does `tune`."""
     servers = [RpcServer(tmp_path), RpcServer(tmp_path)]
     settings = Settings(ModelOptions(target=str(tiny.target), draft=str(tiny.draft), n_ctx=1024,
                                      threads=1, rpc=servers[0].endpoint,
@@ -167,14 +167,18 @@ def test_the_draft_swapped_on_its_server_loads_and_bench_takes_one_draft_model_t
         assert time.monotonic() - t0 < 8
         turn = list(ChatSession(engine).turn("hello", GenerationSettings(max_tokens=12)))[-1]
         assert isinstance(turn, TurnEvent) and turn.n_drafted > 0
+        servers_flags = ("--rpc", servers[0].endpoint, "--draft-rpc", servers[1].endpoint)
         bench = specchat("bench", "--target", str(tiny.target), "--drafters",
-                         f"{tiny.draft},ngram+{tiny.draft}", "--rpc", servers[0].endpoint,
-                         "--draft-rpc", servers[1].endpoint, tmp_path=tmp_path)
+                         f"{tiny.draft},ngram+{tiny.draft}", *servers_flags, tmp_path=tmp_path)
+        tune = specchat("tune", "--target", str(tiny.target), "--draft", str(tiny.draft),
+                        "--draft", f"ngram+{tiny.draft}", *servers_flags, tmp_path=tmp_path)
     finally:
         engine.close()
         for server in servers:
             server.stop()
-    assert bench.returncode == 2 and "--draft-rpc holds one draft model at a time" in bench.stderr
+    for proc in (bench, tune):
+        assert proc.returncode == 2 and "--draft-rpc holds one draft model at a time" in \
+            proc.stderr, proc.stderr
 
 
 def test_the_server_binds_loopback_unless_told_and_then_warns(tmp_path):

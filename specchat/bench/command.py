@@ -12,7 +12,6 @@ from rich.console import Console
 from specchat import settings as settings_schema
 from specchat.engine.loop import DraftSettings
 from specchat.engine.sampling import SamplingParams
-from specchat.errors import SpecchatError
 from specchat.settings import Settings
 
 
@@ -39,7 +38,7 @@ def add_parser(sub, defaults: Settings) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from specchat.bench import chart, report
     from specchat.bench.runner import Arm, load_prompts, run_suite
-    from specchat.loading import load_drafter, load_target
+    from specchat.loading import load_drafter, load_target, one_draft_model_on_servers
 
     console, err = Console(), Console(stderr=True)
     categories = [c for c in args.categories.split(",") if c]
@@ -52,11 +51,7 @@ def run(args: argparse.Namespace) -> int:
         if args.adaptive:
             arms.append(Arm(d, DraftSettings(k=args.k_max, adaptive=True)))
     options = settings_schema.from_args(args, skip=("draft",)).models
-    models = [d for d in drafters if d not in ("none", "ngram")]
-    if options.draft_rpc and len(models) > 1:
-        raise SpecchatError(f"--draft-rpc holds one draft model at a time (an RPC server serves "
-                            f"one client), and --drafters names {len(models)}: bench them one "
-                            "per run")
+    one_draft_model_on_servers(options, drafters)
     err.print(f"loading {options.target} and drafters {', '.join(drafters)} …", style="dim")
     target = load_target(options.target, options)
     rng = np.random.default_rng(0)

@@ -299,11 +299,27 @@ def test_a_server_that_hangs_while_the_model_loads_is_given_up_after_the_timeout
     t0 = time.monotonic()
     try:
         with pytest.raises(RemoteError, match=rf"RPC server \({server.endpoint}\) stopped "
-                                              r"answering: no progress loading tiny-target in 2 s"):
+                                              r"answering: no progress loading tiny-target \(is it serving "
+                                              r"another client\? a server serves one at a "
+                                              r"time\) in 2 s"):
             IsolatedBackend(tiny.target, rpc=server.endpoint, timeout_s=2, n_threads=1)
         assert time.monotonic() - t0 < 30
     finally:
         server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+
+
+def test_a_second_client_of_a_busy_server_is_told_why_it_waits(tiny, tmp_path):
+    """A ggml RPC server serves one client at a time: a second specchat (another laptop in a
+    workshop) waits for the first, and is told after the timeout, with the likely reason."""
+    server = RpcServer(tmp_path)
+    first = IsolatedBackend(tiny.target, rpc=server.endpoint, n_threads=1)
+    try:
+        with pytest.raises(RemoteError, match=r"is it serving another client\?"):
+            IsolatedBackend(tiny.target, rpc=server.endpoint, timeout_s=2, n_threads=1)
+        assert first.eval(first.tokenize("hello", special=False), 0).shape[0] > 0
+    finally:
+        first.close()
         server.stop()
 
 

@@ -110,7 +110,9 @@ class IsolatedBackend(LlamaVocab):
         self._conn = here
         here.send(self._load)
         try:  # each step of the load (weights sent to the servers) within the timeout
-            info: dict[str, Any] = self._answer(self.timeout_s, f"no progress loading {self.name}")
+            info: dict[str, Any] = self._answer(
+                self.timeout_s, f"no progress loading {self.name} (is it serving another "
+                "client? a server serves one at a time)")
         except errors.SpecchatError:
             self._stop()
             raise

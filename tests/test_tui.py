@@ -230,6 +230,7 @@ def test_changing_the_target_keeps_the_chat_and_drops_a_draft_that_no_longer_fit
             app.chat.swap_target(str(tiny.other_vocab))
             await until(pilot, lambda: app.chat.target_path == tiny.other_vocab)
             await until(pilot, lambda: not app.chat.query_one(PromptInput).disabled)
+            assert app.chat.query_one(PromptInput).has_focus  # typing goes to the input again
             assert app.chat.session.engine.drafter.name == "none"
             assert "draft set to none: token 40 differs" in str(app.chat.query_one("#status").render())
             await say(app, pilot, "after")

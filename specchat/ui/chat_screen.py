@@ -223,8 +223,7 @@ class ChatScreen(Screen):
         self.session = ChatSession(message.engine, Conversation(system=sampling.system),
                                    sampling.context_policy)
         self.query_one(StatsPanel).show(self.stats, self.draft_name)
-        self.query_one(PromptInput).disabled = False
-        self.query_one(PromptInput).focus()
+        self.ready_for_input()
         assert self.target_path is not None
         self.set_status(f"{placement(message.engine)} · Enter sends, Ctrl+J newline, Esc stops")
         history = self.app.history
@@ -244,7 +243,7 @@ class ChatScreen(Screen):
         self.set_status(f"[b red]error:[/] {message.error}")
         self.notify(message.error, severity="error", timeout=15)
         if self.session is not None:
-            self.query_one(PromptInput).disabled = False
+            self.ready_for_input()
 
     # -- a turn -----------------------------------------------------------------------------
     @on(PromptInput.Submitted)
@@ -544,7 +543,14 @@ class ChatScreen(Screen):
         assert self.session is not None
         self.session.engine = message.engine
         self.set_status(f"target: {message.engine.target.name}{message.note}")
-        self.query_one(PromptInput).disabled = False
+        self.ready_for_input()
+
+    def ready_for_input(self) -> None:
+        """Enable the input box and give it the keys: it was disabled while models loaded, so
+        a closing menu could not hand it the focus back, and typing went nowhere."""
+        prompt = self.query_one(PromptInput)
+        prompt.disabled = False
+        prompt.focus()
 
     def action_new_chat(self) -> None:
         if self.busy or self.session is None:

@@ -139,10 +139,7 @@ def in_worker(turn: Callable[[threading.Event], Iterator[Event]]) -> Iterator[Ev
     threading.Thread(target=work, name="specchat-turn", daemon=True).start()
     with stop_on_ctrl_c(cancel):
         while True:
-            try:
-                item = items.get(timeout=0.1)
-            except queue.Empty:
-                continue
+            item = items.get()
             if item is None:
                 return
             if isinstance(item, BaseException):

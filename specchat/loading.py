@@ -18,7 +18,7 @@ from specchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, Ngr
 from specchat.engine.loop import SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import CacheTruncationError, IncompatibleDraftError, SpecchatError
-from specchat.settings import BACKENDS, ModelOptions, Settings, rpc_endpoints
+from specchat.settings import BACKENDS, ModelOptions, Settings
 
 
 def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | None,
@@ -93,8 +93,9 @@ def _own_servers(options: ModelOptions) -> None:
     time, and each model on servers has its own client (its own process)."""
     if not (options.rpc and options.draft_rpc):
         return
-    shared = [e for e in rpc_endpoints(options.draft_rpc).split(",")
-              if e in rpc_endpoints(options.rpc).split(",")]
+    from specchat.backends.rpc import parse
+
+    shared = [e for e in parse(options.draft_rpc) if e in parse(options.rpc)]
     if shared:
         raise SpecchatError(
             f"--draft-rpc {shared[0]} is also the target's server: an RPC server serves one "

@@ -222,18 +222,21 @@ class SharedRows:
             fd = os.memfd_create("specchat-rows") if hasattr(os, "memfd_create") else \
                 os.dup(tempfile.TemporaryFile().fileno())
         self.fd = fd
+        self.size = os.fstat(fd).st_size
+        """The file's size as the parent, the one that grows it, last made it."""
         self._map: mmap.mmap | None = None
 
     def fit(self, size: int) -> int:
         """Grow the file to hold `size` bytes (here); its size, which the child maps."""
-        have = os.fstat(self.fd).st_size
-        if size > have:
-            os.ftruncate(self.fd, max(size, 2 * have))
-        return os.fstat(self.fd).st_size
+        if size > self.size:
+            self.size = max(size, 2 * self.size)
+            os.ftruncate(self.fd, self.size)
+        return self.size
 
     def view(self, n_rows: int, n_vocab: int, size: int | None = None) -> np.ndarray:
-        """The first `n_rows` rows, mapping the file again when it grew (to `size`)."""
-        size = size or os.fstat(self.fd).st_size
+        """The first `n_rows` rows, mapping the file again when it grew (to `size`, which the
+        child is told; the parent knows its own)."""
+        size = size or self.size
         if size and (self._map is None or len(self._map) < size):
             if self._map is not None:
                 self._map.close()

@@ -214,14 +214,14 @@ class LlamaCppBackend(LlamaVocab):
                 n_out += want
             batch.n_tokens = hi - lo
             rc = llama_cpp.llama_decode(self._ctx, batch)
-            ptr = llama_cpp.llama_get_logits(self._ctx) if rc == 0 and n_out else None
             self.passes += 1
             if rc != 0:
                 self.truncate(start)  # leave the cache as it was before this call
                 raise DecodeError(f"{self.name}: llama_decode failed with code {rc}"
                                   + (f" ({_last_error_line()})" if _last_error_line() else ""))
             self.tokens.extend(tokens[lo:hi])
-            if ptr is not None:
+            if n_out:
+                ptr = llama_cpp.llama_get_logits(self._ctx)
                 rows.append(np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab)).copy())
         if not rows:
             return np.empty((0, self.n_vocab), dtype=np.float32)

@@ -64,8 +64,6 @@ def _ggml() -> tuple[ctypes.CDLL, ctypes.CDLL, ctypes.CDLL]:
         (base, "ggml_backend_dev_type", [vp], ctypes.c_int),
         (base, "ggml_backend_dev_name", [vp], ctypes.c_char_p),
         (base, "ggml_backend_dev_description", [vp], ctypes.c_char_p),
-        (base, "ggml_backend_dev_backend_reg", [vp], vp),
-        (base, "ggml_backend_reg_name", [vp], ctypes.c_char_p),
         (base, "ggml_backend_reg_dev_count", [vp], sz),
         (base, "ggml_backend_reg_dev_get", [vp, sz], vp),
         (rpc, "ggml_backend_rpc_add_server", [ctypes.c_char_p], vp),
@@ -133,8 +131,7 @@ def local_gpus() -> list[int]:
     for i in range(ggml.ggml_backend_dev_count()):
         dev = ggml.ggml_backend_dev_get(i)
         kind = base.ggml_backend_dev_type(dev)
-        reg = base.ggml_backend_dev_backend_reg(dev)
-        if kind in found and base.ggml_backend_reg_name(reg) != b"RPC":
+        if kind in found:
             found[kind].append(dev)
     return found[_GPU] or found[_IGPU]
 

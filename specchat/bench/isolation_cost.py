@@ -3,13 +3,14 @@ a test).
 
 specchat drives a model whose layers are on RPC servers from a child process
 (backends/isolated.py), so a server that dies costs a turn and not the app. Each pass then
-crosses a socket pair twice: the tokens out, the logits rows back (600 KB a row for Qwen's
-vocabulary). This measures that against the same model driven in-process, side by side in one
-run: the default target on two loopback `specchat rpc-server`s (a ggml server serves one client
-at a time), one driven in-process, one from the child; blocks of passes alternate between them,
-and each pass is cut back off the cache, so every pass runs at the same depth. Two servers on
-two cores make the side-by-side times noisy, so the cost is also measured directly: the child
-times its own evaluation, and the rest of the wall time of a pass is the process boundary's.
+crosses the process boundary twice: the tokens out over a socket pair, the logits rows back
+through a shared memory file (600 KB a row for Qwen's vocabulary). This measures that against
+the same model driven in-process, side by side in one run: the default target on two loopback
+`specchat rpc-server`s (a ggml server serves one client at a time), one driven in-process, one
+from the child; blocks of passes alternate between them, and each pass is cut back off the
+cache, so every pass runs at the same depth. Two servers on two cores make the side-by-side
+times noisy, so the cost is also measured directly: the child times its own evaluation, and
+the rest of the wall time of a pass is the process boundary's.
 
     .venv/bin/python -m specchat.bench.isolation_cost --rows 1,4 --passes 10 --repeats 3
 """
@@ -35,12 +36,13 @@ def pass_s(model: Backend, rows: int, n: int) -> tuple[list[float], list[float]]
     seconds of each beyond the child's own evaluation."""
     depth, out, boundary = len(model.tokens), [], []
     for _ in range(n):
-        child_s = getattr(model, "child_s", 0.0)
+        child = model if isinstance(model, IsolatedBackend) else None
+        child_s = child.child_s if child else 0.0
         t0 = time.perf_counter()
         model.eval([model.tokens[-1]] * rows, 0)
         out.append(time.perf_counter() - t0)
-        if isinstance(model, IsolatedBackend):
-            boundary.append(out[-1] - (model.child_s - child_s))
+        if child:
+            boundary.append(out[-1] - (child.child_s - child_s))
         model.truncate(depth)
     return out, boundary
 

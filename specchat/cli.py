@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import queue
-import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -68,8 +66,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_chat(args: argparse.Namespace) -> int:
     """A line-based chat in the terminal, saved to the history as it happens (the app's Ctrl+O
     opens it); Ctrl-C stops the reply being generated."""
-    from specchat.chat.history import HistoryStore, ReplyRecorder
+    from specchat.chat.history import HistoryStore
     from specchat.chat.session import ChatSession, Conversation
+    from specchat.chat.state import ChatState
+    from specchat.chat.worker import in_worker
     from specchat.render import LEGEND, TerminalRenderer, placement
 
     out, err = Console(highlight=False), Console(stderr=True)
@@ -80,9 +80,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     err.print(placement(session.engine), style="dim", highlight=False)
     generation = settings.sampling.generation()
     render = TerminalRenderer(out, err)
-    history = HistoryStore()
-    warned = _warn_history(history, None)
-    conversation_id: int | None = None
+    chat = ChatState(session, HistoryStore())
+    warned = _warn_history(chat.history, None)
     err.print(LEGEND)
     err.print("Ctrl-C stops a reply, Ctrl-D quits.", style="dim")
     while True:
@@ -93,23 +92,18 @@ def cmd_chat(args: argparse.Namespace) -> int:
             return 0
         if not text.strip():
             continue
-        if conversation_id is None:
-            conversation_id = history.new_conversation(
-                text[:60], str(session.engine.target.path), session.engine.drafter.name,
-                session.conversation.system)
-        history.add_message(conversation_id, "user", text)
-        record = ReplyRecorder(history, conversation_id)
+        chat.begin(text)
 
         def turn(cancel: threading.Event, text: str = text) -> Iterator[Event]:
-            return session.turn(text, generation, cancel)
+            return chat.turn(text, generation, cancel)
 
         try:
             for event in in_worker(turn):
                 render(event)
-                record(event)
+                chat.record(event)
         except SpecchatError as exc:  # this turn failed; the conversation goes on
             err.print(f"specchat: error: {exc}", style="red", highlight=False)
-        warned = _warn_history(history, warned)
+        warned = _warn_history(chat.history, warned)
 
 
 def _warn_history(history: HistoryStore, warned: str | None) -> str | None:
@@ -119,57 +113,17 @@ def _warn_history(history: HistoryStore, warned: str | None) -> str | None:
     return history.problem
 
 
-def in_worker(turn: Callable[[threading.Event], Iterator[Event]]) -> Iterator[Event]:
-    """Run a turn in a worker thread; Ctrl-C sets its cancel flag, and the engine ends the turn
-    cleanly after the round in flight (caches consistent, reply kept). Ctrl-C is taken by a
-    signal handler for the whole turn, so it stops the reply whatever the main thread is doing
-    (printing a token, saving the reply) instead of ending specchat."""
-    cancel = threading.Event()
-    items: queue.SimpleQueue[Event | BaseException | None] = queue.SimpleQueue()
-
-    def work() -> None:
-        try:
-            for event in turn(cancel):
-                items.put(event)
-        except BaseException as exc:  # handed to the main thread, which raises it
-            items.put(exc)
-        finally:
-            items.put(None)
-
-    threading.Thread(target=work, name="specchat-turn", daemon=True).start()
-    with stop_on_ctrl_c(cancel):
-        while True:
-            item = items.get()
-            if item is None:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-
-@contextlib.contextmanager
-def stop_on_ctrl_c(cancel: threading.Event) -> Iterator[None]:
-    """While inside, Ctrl-C (SIGINT) sets `cancel` instead of raising KeyboardInterrupt."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def cmd_tui(args: argparse.Namespace) -> int:
-    from specchat.ui.app import AppSettings, SpecchatApp
+    from specchat.ui.app import SpecchatApp
 
-    SpecchatApp(AppSettings(settings=_settings(args))).run()
+    SpecchatApp(_settings(args)).run()
     return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from specchat.trace import read_trace, shipped_traces
-    from specchat.ui.app import AppSettings, SpecchatApp
+    from specchat.ui.app import SpecchatApp
+    from specchat.ui.launch import Launch
 
     if args.list or not args.files:
         for path in shipped_traces():
@@ -178,10 +132,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 0
     traces = [read_trace(f) for f in args.files]
     if len(traces) == 1:
-        settings = AppSettings(replay=traces[0], replay_speed=args.speed, step=args.step)
+        launch = Launch(replay=traces[0], replay_speed=args.speed, step=args.step)
     else:
-        settings = AppSettings(race=traces, replay_speed=args.speed)
-    SpecchatApp(settings).run()
+        launch = Launch(race=traces, replay_speed=args.speed)
+    SpecchatApp(launch=launch).run()
     return 0
 
 

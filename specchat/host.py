@@ -1,5 +1,5 @@
-"""The models behind the app, with no UI in it: load and swap them, configure sampling, measure
-the target-only rate, record race lanes, and hold a turn between rounds in step-through mode.
+"""The models behind the app, with no UI in it: load and swap them, configure sampling, time
+this machine's costs, record race lanes.
 
 Every method that touches a model runs on a worker thread and returns what it made; the app
 keeps the result (or drops it) on its own thread, so no app state changes off the UI thread.
@@ -8,71 +8,22 @@ keeps the result (or drops it) on its own thread, so no app state changes off th
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 
-from specchat import costs
+from specchat import machine
 from specchat.backends.base import Backend
 from specchat.chat.session import ChatSession, Conversation
-from specchat.costs import Costs
 from specchat.engine.drafters import Drafter, NoDrafter
-from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.loading import build_engine, fit_drafter, load_drafter, load_target
+from specchat.machine import Costs
 from specchat.settings import Settings
 from specchat.trace import Lane
 
 WARMUP_TOKENS = 8
-
-
-class StepGate:
-    """Step-through mode, shared by the UI thread (which turns it on and lets rounds go) and
-    the worker (which waits here after each round). Both sides only touch threading.Events."""
-
-    def __init__(self) -> None:
-        self._on = threading.Event()
-        self._next = threading.Event()
-
-    @property
-    def on(self) -> bool:
-        return self._on.is_set()
-
-    def turn(self, on: bool) -> None:
-        if on:
-            self._on.set()
-        else:
-            self._on.clear()
-            self._next.set()  # a worker waiting now runs on
-
-    def step(self) -> None:
-        """Let the waiting round go (Space, Esc)."""
-        self._next.set()
-
-    def reset(self) -> None:
-        self._next.clear()
-
-    def hold(self, cancel: threading.Event) -> float:
-        """In step mode (and not stopping), wait for `step`; return the seconds waited."""
-        if not self.on or cancel.is_set():
-            return 0.0
-        paused = time.monotonic()
-        self._next.wait()
-        self._next.clear()
-        return time.monotonic() - paused
-
-
-def round_batches(events: Iterable[Event]) -> Iterator[list[Event]]:
-    """The stream cut after each round summary and after the turn summary: what the UI draws at
-    once."""
-    batch: list[Event] = []
-    for event in events:
-        batch.append(event)
-        if isinstance(event, (RoundEvent, TurnEvent)):
-            yield batch
-            batch = []
 
 
 def _let_go(model: Backend | None) -> None:
@@ -114,24 +65,24 @@ class ModelHost:
         if not target.tokens:
             ids = target.tokenize(target.render_chat([("user", "Say hello.")]))
             target.eval(ids, len(ids) - 1)
-        verify = costs.verify_ms(target, repeats)
+        verify = machine.verify_ms(target, repeats)
         model = engine.drafter.model
-        draft = costs.draft_pass_after(model, target.tokens, repeats * 2) if model else 0.0
+        draft = machine.draft_pass_after(model, target.tokens, repeats * 2) if model else 0.0
         return Costs(tuple(verify), draft, len(target.tokens))
 
-    def load_drafter(self, engine: SpeculativeEngine, spec: str) -> Drafter:
+    def load_drafter(self, engine: SpeculativeEngine, choice: str) -> Drafter:
         """A drafter for the engine's target, sharing its generator (one seed, one run). An
         old draft model on RPC servers lets go of them first, as the target does below."""
         _let_go(engine.drafter.model)
-        return load_drafter(spec, engine.target, engine.sampling, engine.rng, self.settings.models)
+        return load_drafter(choice, engine.target, engine.sampling, engine.rng, self.settings.models)
 
-    def load_target(self, engine: SpeculativeEngine, spec: str) -> tuple[SpeculativeEngine, str]:
+    def load_target(self, engine: SpeculativeEngine, choice: str) -> tuple[SpeculativeEngine, str]:
         """An engine on a new target that keeps the drafter where it can draft for it (else
         none, and the reason). The old target is freed; the policy keeps its measured costs.
         An old target on RPC servers lets go of them first (a server serves one client at a
         time); if the new one fails to load, the old one loads there again at its next turn."""
         _let_go(engine.target)
-        target = load_target(spec, self.settings.models)
+        target = load_target(choice, self.settings.models)
         drafter, reason = fit_drafter(target, engine.drafter)
         engine.target.close()
         fresh = SpeculativeEngine(target, drafter, engine.sampling, engine.draft_settings,

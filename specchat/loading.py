@@ -43,13 +43,13 @@ def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | 
     return LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=gpu_layers, n_threads=options.threads)
 
 
-def load_target(spec: str, options: ModelOptions, catalog: Catalog | None = None) -> Backend:
-    path = resolve_model(spec, "target", catalog)
+def load_target(choice: str, options: ModelOptions, catalog: Catalog | None = None) -> Backend:
+    path = resolve_model(choice, "target", catalog)
     return load_model(path, options, options.n_ctx, options.target_gpu_layers, options.rpc)
 
 
 def load_drafter(
-    spec: str,
+    choice: str,
     target: Backend,
     sampling: SamplingParams,
     rng: np.random.Generator,
@@ -58,20 +58,20 @@ def load_drafter(
 ) -> Drafter:
     """`none`, `ngram`, a model (path, catalog name, `default`) checked against the target, or
     `ngram+MODEL`: n-gram matches first, the model otherwise."""
-    if spec == "none":
+    if choice == "none":
         return NoDrafter()
     if not target.can_truncate:
         raise CacheTruncationError(target.name)
     ngram = NgramDrafter(options.ngram_n, options.ngram_n_max)
-    if spec == "ngram":
+    if choice == "ngram":
         return ngram
-    if spec.startswith("ngram+"):
-        model = load_drafter(spec.removeprefix("ngram+"), target, sampling, rng, options, catalog)
+    if choice.startswith("ngram+"):
+        model = load_drafter(choice.removeprefix("ngram+"), target, sampling, rng, options, catalog)
         if not isinstance(model, ModelDrafter):
-            raise SpecchatError(f"{spec}: after 'ngram+' name a draft model (a GGUF path, a "
+            raise SpecchatError(f"{choice}: after 'ngram+' name a draft model (a GGUF path, a "
                                 "catalog name or 'default')")
         return CombinedDrafter(ngram, model)
-    path = resolve_model(spec, "draft", catalog)
+    path = resolve_model(choice, "draft", catalog)
     _own_servers(options)
     headers = path.suffix == ".gguf" and target.path.suffix == ".gguf"
     if headers:  # judged from the headers, before any weights load

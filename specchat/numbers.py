@@ -8,9 +8,9 @@ from collections.abc import Sequence
 MISSING = "–"
 
 
-def fmt(value: float | None, spec: str, suffix: str = "", scale: float = 1.0) -> str:
-    """`value * scale` formatted with `spec` and `suffix`, or a dash when there is none."""
-    return MISSING if value is None else f"{value * scale:{spec}}{suffix}"
+def fmt(value: float | None, format_spec: str, suffix: str = "", scale: float = 1.0) -> str:
+    """`value * scale` formatted with `format_spec` and `suffix`, or a dash when there is none."""
+    return MISSING if value is None else f"{value * scale:{format_spec}}{suffix}"
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -43,6 +43,20 @@ def context_note(event: ContextEvent) -> str:
             f"{event.reeval_tokens} tokens in {event.reeval_s:.2f} s")
 
 
+def slower_why(turn: TurnEvent) -> str:
+    """One line of why a reply was slower than the target alone, from what the turn measured:
+    a round's cost in target steps against the tokens a round yielded."""
+    if not turn.speedup or turn.speedup >= 1 or not turn.baseline_tokens_per_second \
+            or turn.rounds < 2 or not turn.mean_accepted_length:
+        return ""
+    # speedup = tokens per round (after the first) over a round's cost in target steps
+    round_steps = turn.decode_s / (turn.rounds - 1) * turn.baseline_tokens_per_second
+    per_round = (turn.n_tokens - 1) / (turn.rounds - 1)
+    # fits one status line beside "N tokens · stop: …" (the chat pane is 112 columns of 160)
+    return (f" · {turn.speedup:.2f}x: {round_steps:.1f} steps a round for {per_round:.1f} "
+            "tokens (why: F7, specchat tune)")
+
+
 def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
     """One line of what the turn measured, each number labelled; `k_used` counts the rounds
     after the first by the draft length the policy allowed."""

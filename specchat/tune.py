@@ -1,6 +1,6 @@
 """`specchat tune`: what pays on this machine, measured, and the setting to use.
 
-It times the target verifying 1..16 tokens and each draft model's pass (specchat.costs), then
+It times the target verifying 1..16 tokens and each draft model's pass (specchat.machine), then
 runs a short calibration: one prompt per category of the suite (or the user's prompts),
 target-only and each drafter at each k and with the adaptive policy, back to back from empty
 caches. For every arm it sets the predicted speedup (fixed k: the expected accepted length at
@@ -27,8 +27,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from specchat import costs as machine
-from specchat.bench.acceptance import conditional_rates
+from specchat import machine
 from specchat.bench.runner import Prompt, fresh, load_prompts
 from specchat.config import Config
 from specchat.engine.drafters import Drafter, NoDrafter
@@ -36,6 +35,7 @@ from specchat.engine.events import RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import SpecchatError
+from specchat.machine import conditional_rates
 from specchat.settings import Settings
 
 KS = (1, 2, 3, 4, 6)

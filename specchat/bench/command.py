@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     err.print(f"loading {options.target} and drafters {', '.join(drafters)} …", style="dim")
     target = load_target(options.target, options)
     rng = np.random.default_rng(0)
-    loaded = {spec: load_drafter(spec, target, SamplingParams(), rng, options)
-              for spec in dict.fromkeys(a.drafter for a in arms)}
+    loaded = {choice: load_drafter(choice, target, SamplingParams(), rng, options)
+              for choice in dict.fromkeys(a.drafter for a in arms)}
 
     def progress(done: int, total: int, r) -> None:
         rate = "–" if r.tokens_per_second is None else f"{r.tokens_per_second:.1f}"

@@ -111,25 +111,25 @@ def local_ggufs(config: Config | None = None) -> list[Path]:
     return list(found)
 
 
-def resolve_model(spec: str, role: str, catalog: Catalog | None = None,
+def resolve_model(choice: str, role: str, catalog: Catalog | None = None,
                   config: Config | None = None) -> Path:
     """Turn a --target/--draft value into a GGUF path, or say what to do to get one."""
     catalog = catalog or Catalog.load()
     config = config or Config.load()
-    name = catalog.pairs.get("default", {}).get(role) if spec == "default" else spec
+    name = catalog.pairs.get("default", {}).get(role) if choice == "default" else choice
     if name in catalog.models:
         path = installed_path(catalog.models[name], config)
         if path is not None:
             return path
         raise ModelNotInstalledError(
-            f"model {name} is not installed; run `specchat models fetch {spec}`"
+            f"model {name} is not installed; run `specchat models fetch {choice}`"
         )
-    path = Path(spec).expanduser()
-    if path.suffix == ".gguf" or path.exists() or os.sep in spec:
+    path = Path(choice).expanduser()
+    if path.suffix == ".gguf" or path.exists() or os.sep in choice:
         return path
     for local in local_ggufs(config):
-        if local.stem == spec:
+        if local.stem == choice:
             return local
     raise ModelFileError(
-        f"unknown model {spec!r}: not a file, not in the catalog (see `specchat models list`)"
+        f"unknown model {choice!r}: not a file, not in the catalog (see `specchat models list`)"
     )

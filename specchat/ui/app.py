@@ -2,12 +2,11 @@
 
 It keeps what outlives a screen: themes, the config file, the history store, the settings and
 the `ModelHost` that loads models, and the screen stack. The chat itself (transcript, stats,
-step panel, the turn's workers) lives in `ChatScreen`.
+step panel, the turn's workers) lives in `ChatScreen`, which is handed what it needs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from textual.app import App
@@ -17,41 +16,24 @@ from specchat.chat.history import HistoryStore
 from specchat.config import Config
 from specchat.host import ModelHost
 from specchat.settings import Settings
-from specchat.trace import Trace
 from specchat.ui.chat_screen import ChatScreen
-from specchat.ui.model_menu import DraftCommands
+from specchat.ui.launch import Launch
 from specchat.ui.settings_screen import FormValues, SettingsScreen
 from specchat.ui.theming import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_themes
-
-
-@dataclass
-class AppSettings:
-    settings: Settings = field(default_factory=Settings)
-    warm_up: bool = True
-    """Run a short turn after loading, so the first reply is not timed while weights page in."""
-    replay: Trace | None = None
-    """Play this recorded turn instead of loading models."""
-    replay_speed: float = 1.0
-    race: list[Trace] = field(default_factory=list)
-    """Play these recorded turns side by side on one clock instead of loading models."""
-    step: bool = False
-    """Start in step-through mode (F5)."""
 
 
 class SpecchatApp(App):
     TITLE = "specchat"
     CSS_PATH = Path(__file__).with_name("specchat.tcss")
-    COMMANDS = App.COMMANDS | {DraftCommands}
 
-    def __init__(self, settings: AppSettings, history: HistoryStore | None = None,
-                 config: Config | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, launch: Launch | None = None,
+                 history: HistoryStore | None = None, config: Config | None = None) -> None:
         super().__init__()
-        self.settings = settings
+        self.settings = settings or Settings()
         self.config = config or Config.load()
         self.history = history or HistoryStore()
-        self.host = ModelHost(settings.settings)
-        self.show_rejected = True
-        self.chat = ChatScreen()
+        self.host = ModelHost(self.settings)
+        self.chat_screen = ChatScreen(self.settings, self.host, self.history, launch)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(DEFAULT_TOKEN_COLOURS)
@@ -63,10 +45,10 @@ class SpecchatApp(App):
         saved = ui.get("theme", DEFAULT_THEME)
         self.theme = saved if saved in self.available_themes else DEFAULT_THEME
         self.theme_changed_signal.subscribe(self, self._remember_theme)
-        self.show_rejected = bool(ui.get("show_rejected", True))
+        self.chat_screen.show_rejected = bool(ui.get("show_rejected", True))
         if self.config.error:
             self.notify(self.config.error, severity="warning", timeout=10)
-        self.push_screen(self.chat)
+        self.push_screen(self.chat_screen)
 
     def _remember_theme(self, theme: Theme) -> None:
         ui = self.config.data.setdefault("ui", {})
@@ -76,26 +58,26 @@ class SpecchatApp(App):
         self.config.save()
 
     def action_settings(self) -> None:
-        if self.screen is self.chat and not self.chat.busy:
-            self.push_screen(SettingsScreen(self.settings.settings, self.show_rejected),
-                             self.apply_settings)
+        chat = self.chat_screen
+        if self.screen is chat and not chat.busy:
+            self.push_screen(SettingsScreen(self.settings, chat.show_rejected), self.apply_settings)
 
     def apply_settings(self, values: FormValues | None) -> None:
         """Use the new settings from the next turn on, and save them (never over a broken
         config file)."""
         if values is None:
             return
-        current = self.settings.settings
+        current, chat = self.settings, self.chat_screen
         current.models, current.draft, current.sampling = (
             values.settings.models, values.settings.draft, values.settings.sampling)
-        self.chat.settings_changed()
-        if values.show_rejected != self.show_rejected:
-            self.chat.action_toggle_rejected()
+        chat.settings_changed()
+        if values.show_rejected != chat.show_rejected:
+            chat.action_toggle_rejected()
         if self.config.error:
             self.notify("settings in use but not saved: " + self.config.error, severity="warning")
             return
         self.config.data["engine"] = current.saved()
-        self.config.data.setdefault("ui", {})["show_rejected"] = self.show_rejected
+        self.config.data.setdefault("ui", {})["show_rejected"] = chat.show_rejected
         self.config.save()
-        self.chat.set_status("settings saved")
+        chat.set_status("settings saved")
 

@@ -3,14 +3,11 @@ targets. Everything is judged from GGUF headers, without loading weights."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.command import Hit, Hits, Provider
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
@@ -20,13 +17,10 @@ from specchat.catalog import compat
 from specchat.catalog.catalog import local_ggufs
 from specchat.errors import ModelFileError
 
-if TYPE_CHECKING:
-    from specchat.ui.app import SpecchatApp
-
 
 @dataclass(frozen=True)
 class ModelChoice:
-    spec: str
+    value: str
     """What `--draft` / `--target` would take: none, ngram, or a GGUF path."""
     label: str
     ok: bool
@@ -49,7 +43,7 @@ def draft_choices(target: Path) -> list[ModelChoice]:
             choices.append(ModelChoice(str(path), path.stem, verdict.ok, verdict.reason))
         except ModelFileError as exc:
             choices.append(ModelChoice(str(path), path.stem, False, str(exc)))
-    choices += [ModelChoice(f"ngram+{c.spec}", f"combined: n-gram first, then {c.label}", True, "")
+    choices += [ModelChoice(f"ngram+{c.value}", f"combined: n-gram first, then {c.label}", True, "")
                 for c in choices[2:] if c.ok]
     return choices
 
@@ -97,29 +91,10 @@ class ModelMenu(ModalScreen[str | None]):
             for c in self.choices:
                 mark = "[dim]✗[/dim] " if not c.ok else ""
                 text = f"{c.label}  [dim]{mark}{c.reason}[/dim]" if c.reason else c.label
-                options.append(Option(text, id=c.spec, disabled=not c.ok))
+                options.append(Option(text, id=c.value, disabled=not c.ok))
             yield OptionList(*options)
             if self.empty_note:
                 yield Label(f"[dim]{self.empty_note}[/dim]")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
-
-
-class DraftCommands(Provider):
-    """Command palette: 'draft: …' for each compatible drafter."""
-
-    async def search(self, query: str) -> Hits:
-        app = cast("SpecchatApp", self.app)
-        target = app.chat.target_path
-        if target is None:
-            return
-        matcher = self.matcher(query)
-        for choice in await asyncio.to_thread(draft_choices, target):
-            if not choice.ok:
-                continue
-            text = f"draft: {choice.label}"
-            score = matcher.match(text)
-            if score > 0:
-                yield Hit(score, matcher.highlight(text), lambda s=choice.spec: app.chat.swap_draft(s),
-                          help="use this drafter from the next turn")

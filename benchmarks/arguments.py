@@ -1,0 +1,58 @@
+"""The flags the experiments share, made from the settings schema like the app's own: the
+models section (--target, --draft, --ctx, --threads, GPU layers, --rpc, --backend) and the size
+of a run (--repeats, --tokens, --k, --categories, --out). Each experiment names the ones it
+takes, with its own defaults, so `--help` lists only what it reads."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specchat import settings as schema
+from specchat.settings import ModelOptions, Settings
+
+RUN_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "repeats": (int, "runs of each arm, in a rotating order; medians are reported"),
+    "tokens": (int, "tokens a turn"),
+    "k": (int, "draft tokens a round"),
+    "categories": (str, "comma-separated prompt categories of the suite (empty: all)"),
+    "out": (Path, "also write the table into this doc"),
+}
+"""name -> (type, help) of every run flag an experiment may take."""
+
+DEFAULTS = Settings()
+
+CPU_ONLY = Settings(ModelOptions(target_gpu_layers=0, draft_gpu_layers=0))
+"""Model defaults of the CPU comparisons: every layer on the CPU, as llama.cpp's tools run."""
+
+
+def parser(doc: str | None, models: Settings | None = DEFAULTS, sections: tuple[str, ...] = ("models",),
+           **run: Any) -> argparse.ArgumentParser:
+    """A parser described by the first paragraph of `doc`, with the run flags named in `run`
+    (their defaults) and the schema's `sections` (defaults from `models`; None: no model
+    flags)."""
+    ap = argparse.ArgumentParser(description=(doc or "").strip().split("\n\n")[0])
+    for name, default in run.items():
+        kind, help = RUN_FLAGS[name]
+        ap.add_argument("--" + name.replace("_", "-"), type=kind, default=default,
+                        help=help + (" (default: %(default)s)" if default is not None else ""))
+    if models is not None:
+        schema.add_arguments(ap, models, sections=sections)
+    return ap
+
+
+def settings(args: argparse.Namespace) -> Settings:
+    """The settings the schema's flags hold."""
+    return schema.from_args(args)
+
+
+def threads(options: ModelOptions) -> int:
+    """The thread count to give llama.cpp's own tools: --threads, else every core."""
+    return options.threads or os.cpu_count() or 2
+
+
+def categories(args: argparse.Namespace) -> list[str]:
+    return [c for c in args.categories.split(",") if c]

@@ -1,0 +1,73 @@
+"""Does the TUI slow generation? Decode tok/s inside the app against `specchat ask` (a benchmark,
+not a test).
+
+Each repeat runs `specchat ask --json` (a separate process, as a user runs it) and then the
+Textual app headless (Pilot: it lays out and renders every update, just not to a real
+terminal), same prompt, draft, k and greedy sampling, on the default pair. Both report the
+engine's own decode rate (`tokens_per_second` of the turn); the ratio is taken per repeat.
+
+    .venv/bin/python -m benchmarks.tui_vs_ask --repeats 3 --tokens 96
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks import arguments
+from specchat.chat.history import HistoryStore
+from specchat.settings import DraftOptions, SamplingOptions, Settings
+from specchat.ui.app import SpecchatApp
+from specchat.ui.launch import Launch
+from specchat.ui.widgets import PromptInput
+
+PROMPT = "Write a Python function that parses an ISO 8601 date string, with a docstring."
+
+
+def ask_rate(tokens: int, k: int) -> float:
+    out = subprocess.run([sys.executable, "-m", "specchat", "ask", PROMPT, "--json", "--k", str(k),
+                          "--max-tokens", str(tokens)], check=True, capture_output=True,
+                         text=True).stdout
+    return json.loads(out.splitlines()[-1])["tokens_per_second"]
+
+
+def tui_rate(tokens: int, k: int) -> float:
+    scratch = tempfile.mkdtemp()  # keep bench chats out of the user's history
+    settings = Settings(draft=DraftOptions(k=k), sampling=SamplingOptions(max_tokens=tokens))
+    app = SpecchatApp(settings, Launch(warm_up=False),
+                      HistoryStore(Path(scratch) / "history.sqlite3"))
+
+    async def run() -> float:
+        async with app.run_test(size=(140, 45)) as pilot:
+            screen = app.chat_screen
+            while screen.chat is None or screen.query_one(PromptInput).disabled:
+                await pilot.pause(0.1)
+            screen.query_one(PromptInput).text = PROMPT
+            await pilot.press("enter")
+            while screen.transcript.last_turn is None:  # a plain sleep: pilot.pause() would make the app
+                await asyncio.sleep(0.25)  # wait for idle and add work a real user never does
+            return screen.transcript.last_turn.tokens_per_second or 0.0
+
+    return asyncio.run(run())
+
+
+def main() -> int:
+    args = arguments.parser(__doc__, None, repeats=3, tokens=96, k=3).parse_args()
+    ratios = []
+    for r in range(args.repeats):
+        ask = ask_rate(args.tokens, args.k)
+        tui = tui_rate(args.tokens, args.k)
+        ratios.append(tui / ask)
+        print(f"repeat {r + 1}: ask {ask:.2f} tok/s, TUI {tui:.2f} tok/s, ratio {tui / ask:.3f}",
+              flush=True)
+    print(f"median TUI/ask decode tok/s: {statistics.median(ratios):.3f} (goal >= 0.95)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

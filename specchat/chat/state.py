@@ -1,0 +1,96 @@
+"""The chat in progress, with no UI in it: the session (engine and conversation), where it is
+saved in the history, the recorder of the reply in flight, and what its turns measured.
+
+The app's chat screen and `specchat chat` both keep their conversation here, so a message is
+saved the same way (the user's message first, the reply as it grows) whichever front end sent
+it, and the costs screen reads this conversation's acceptance from its own rounds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from specchat.chat.history import HistoryStore, ReplyRecorder, StoredConversation, StoredMessage
+from specchat.chat.session import ChatSession, Conversation
+from specchat.engine.events import Event, RoundEvent, TurnEvent
+from specchat.engine.loop import GenerationSettings, SpeculativeEngine
+from specchat.machine import conditional_rates
+
+
+class ChatState:
+    def __init__(self, session: ChatSession, history: HistoryStore) -> None:
+        self.session = session
+        self.history = history
+        self.conversation_id: int | None = None
+        """Its row in the history; None until the first message is saved."""
+        self.recorder: ReplyRecorder | None = None
+        """Saves the reply in flight as it grows."""
+        self.turns: list[TurnEvent] = []
+        """This conversation's finished turns."""
+        self.rounds: list[tuple[int, int]] = []
+        """(drafted, accepted) of this conversation's drafting rounds."""
+
+    @property
+    def engine(self) -> SpeculativeEngine:
+        return self.session.engine
+
+    def begin(self, text: str) -> None:
+        """Save the user's message (the first one opens the conversation in the history) and
+        start saving the reply to it."""
+        engine = self.engine
+        if self.conversation_id is None:
+            self.conversation_id = self.history.new_conversation(
+                text[:60], str(engine.target.path), engine.drafter.name,
+                self.session.conversation.system)
+        self.history.add_message(self.conversation_id, "user", text)
+        self.recorder = ReplyRecorder(self.history, self.conversation_id)
+
+    def turn(self, text: str, generation: GenerationSettings,
+             cancel: threading.Event | None = None) -> Iterator[Event]:
+        """The session's reply to `text` (call `begin` first, and `record` with each event)."""
+        return self.session.turn(text, generation, cancel)
+
+    def record(self, event: Event) -> None:
+        """Save the reply as it grows, and keep what the turn measured."""
+        if self.recorder is not None:
+            self.recorder(event)
+        if isinstance(event, RoundEvent) and event.drafted:
+            self.rounds.append((event.drafted, event.accepted))
+        elif isinstance(event, TurnEvent):
+            self.turns.append(event)
+
+    def new(self) -> None:
+        """Start a new conversation (saved once its first message is sent)."""
+        self.session.conversation = Conversation(system=self.session.conversation.system)
+        self.engine.policy.costs.new_conversation()
+        self._reset(None)
+
+    def open(self, conversation_id: int) -> tuple[StoredConversation, list[StoredMessage]]:
+        """Continue a saved conversation: the engine re-evaluates its tokens once, next turn."""
+        stored = self.history.conversation(conversation_id)
+        messages = self.history.messages(conversation_id)
+        self.session.conversation = Conversation(
+            system=stored.system, messages=[(m.role, m.content) for m in messages])
+        self._reset(conversation_id)
+        return stored, messages
+
+    def _reset(self, conversation_id: int | None) -> None:
+        self.conversation_id = conversation_id
+        self.turns, self.rounds = [], []
+
+    def drafter_changed(self) -> None:
+        """Note the new drafter in the history, from the next message on."""
+        if self.conversation_id is not None:
+            engine = self.engine
+            self.history.set_models(self.conversation_id, str(engine.target.path),
+                                    engine.drafter.name)
+
+    def acceptance(self, k_max: int) -> list[float]:
+        """Conditional acceptance per draft position over this conversation's rounds, up to the
+        last position any round drafted (empty before one drafted)."""
+        return [rate for rate, n in conditional_rates(self.rounds, k_max) if n]
+
+    def speedups(self) -> list[tuple[int, float]]:
+        """(k, measured speedup) of every speculative turn that measured one."""
+        return [(t.k, t.speedup) for t in self.turns if t.speedup is not None and t.draft != "none"]

@@ -1,0 +1,63 @@
+"""The messages the app's thread workers post with what they made; the screen that started a
+worker takes them on the UI thread, so no screen state changes off it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from specchat.engine.drafters import Drafter
+from specchat.engine.events import Event
+from specchat.engine.loop import SpeculativeEngine
+from specchat.machine import Costs
+from specchat.trace import Lane
+
+
+@dataclass
+class EventBatch(Message):
+    """The events of one round (or the final turn summary), from a turn or a replay."""
+
+    events: list[Event]
+
+
+@dataclass
+class WorkerFailed(Message):
+    error: str
+    message: str | None = None
+    """The message of a turn that failed: the open reply says so, and the message goes back
+    into an empty input box, so Enter sends it again."""
+
+
+@dataclass
+class ModelsReady(Message):
+    engine: SpeculativeEngine
+
+
+@dataclass
+class DrafterReady(Message):
+    drafter: Drafter
+    choice: str
+    """What it was loaded from, as --draft takes it (the config file keeps this)."""
+
+
+@dataclass
+class TargetReady(Message):
+    engine: SpeculativeEngine
+    note: str
+
+
+@dataclass
+class RaceReady(Message):
+    lanes: list[Lane]
+
+
+@dataclass
+class StatusLine(Message):
+    text: str
+
+
+@dataclass
+class CostsMeasured(Message):
+    costs: Costs | None
+    error: str = ""

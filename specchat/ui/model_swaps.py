@@ -1,0 +1,137 @@
+"""Swapping the target or the drafter mid-conversation: the menus (every GGUF on disk judged
+from its header off the UI thread), the load in a thread worker, and the new model taken on the
+UI thread. The conversation is kept: the new model catches up on it at the next turn.
+
+`ModelSwaps` is the chat screen's base: the flows and the few things they share with the rest
+of the screen (the status line, whether a model is busy, the input box).
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.screen import Screen
+from textual.widgets import Static
+from textual.worker import get_current_worker
+
+from specchat.chat.state import ChatState
+from specchat.engine.loop import SpeculativeEngine
+from specchat.errors import SpecchatError
+from specchat.host import ModelHost
+from specchat.settings import Settings
+from specchat.ui.messages import DrafterReady, StatusLine, TargetReady, WorkerFailed
+from specchat.ui.model_menu import ModelMenu, draft_choices, target_choices
+from specchat.ui.widgets import PromptInput
+
+MODEL_GROUPS = ("models", "turn")
+"""Worker groups whose running workers make the screen busy."""
+
+
+class ModelSwaps(Screen):
+    def __init__(self, settings: Settings, host: ModelHost) -> None:
+        super().__init__()
+        self.settings, self.host = settings, host
+        self.chat: ChatState | None = None
+        """The conversation, once the models are loaded (None in a replay)."""
+        self.status_text = ""
+
+    @property
+    def busy(self) -> bool:
+        return any(w.node is self and w.group in MODEL_GROUPS and not w.is_finished
+                   for w in self.app.workers)
+
+    def set_status(self, text: str) -> None:
+        self.status_text = text
+        self.query_one("#status", Static).update(text, layout=False)  # one fixed line
+
+    def on_status_line(self, message: StatusLine) -> None:
+        self.set_status(message.text)
+
+    def ready_for_input(self) -> None:
+        """Enable the input box and give it the keys: it was disabled while models loaded, so
+        a closing menu could not hand it the focus back, and typing went nowhere."""
+        prompt = self.query_one(PromptInput)
+        prompt.disabled = False
+        prompt.focus()
+
+    def action_draft_menu(self) -> None:
+        if self.chat is not None and not self.busy:
+            self.open_menu("draft", self.status_text)
+            self.set_status("reading model headers…")
+
+    def action_target_menu(self) -> None:
+        if self.chat is not None and not self.busy:
+            self.open_menu("target", self.status_text)
+            self.set_status("reading model headers…")
+
+    @work(thread=True, exclusive=True, group="menu")
+    def open_menu(self, role: str, status: str) -> None:
+        """Judge every GGUF on disk from its header off the UI thread (a Qwen header takes most
+        of a second to read the first time), then show the menu."""
+        assert self.chat is not None
+        engine = self.chat.engine
+        if role == "draft":
+            choices = draft_choices(engine.target.path)
+            empty = "" if any(c.ok for c in choices[2:]) else \
+                "No compatible draft model on disk for this target."
+            menu = ModelMenu("Draft model", choices, engine.drafter.name, empty)
+            done = self.swap_draft
+        else:
+            model = engine.drafter.model
+            menu = ModelMenu("Target model", target_choices(model.path if model else None),
+                             engine.target.path.stem)
+            done = self.swap_target
+        self.post_message(StatusLine(status))
+        self.app.call_from_thread(self.app.push_screen, menu,
+                                  lambda choice: choice and done(choice))
+
+    def swap_draft(self, choice: str) -> None:
+        if self.busy or self.chat is None:
+            self.notify("stop the reply first (Esc), then swap the draft")
+            return
+        self.set_status(f"loading draft {choice}…")
+        self.load_draft(self.chat.engine, choice)
+
+    @work(thread=True, exclusive=True, group="models")
+    def load_draft(self, engine: SpeculativeEngine, choice: str) -> None:
+        try:
+            drafter = self.host.load_drafter(engine, choice)
+        except SpecchatError as exc:
+            self.post_message(WorkerFailed(str(exc)))
+            return
+        if get_current_worker().is_cancelled:
+            drafter.close()
+            return
+        self.post_message(DrafterReady(drafter, choice))
+
+    def on_drafter_ready(self, message: DrafterReady) -> None:
+        assert self.chat is not None
+        self.chat.engine.use_drafter(message.drafter)
+        self.settings.models.draft = message.choice
+        self.chat.drafter_changed()
+        self.set_status(f"draft: {message.drafter.name} (it catches up on the conversation "
+                        "next turn)")
+
+    def swap_target(self, choice: str) -> None:
+        if self.busy or self.chat is None:
+            self.notify("stop the reply first (Esc), then change the target")
+            return
+        self.set_status(f"loading target {choice}…")
+        self.query_one(PromptInput).disabled = True
+        self.load_target(self.chat.engine, choice)
+
+    @work(thread=True, exclusive=True, group="models")
+    def load_target(self, engine: SpeculativeEngine, choice: str) -> None:
+        """A new target keeps the conversation (it is re-evaluated on the next turn); a draft
+        model that cannot draft for it falls back to none, and the user is told why."""
+        try:
+            fresh, note = self.host.load_target(engine, choice)
+        except SpecchatError as exc:
+            self.post_message(WorkerFailed(str(exc)))
+            return
+        self.post_message(TargetReady(fresh, note))
+
+    def on_target_ready(self, message: TargetReady) -> None:
+        assert self.chat is not None
+        self.chat.session.engine = message.engine
+        self.set_status(f"target: {message.engine.target.name}{message.note}")
+        self.ready_for_input()

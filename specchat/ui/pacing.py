@@ -1,0 +1,57 @@
+"""How a turn's events reach the screen: cut into one batch a round, and held after each round
+in step-through mode. No Textual in it: the worker thread and the UI thread share it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator
+
+from specchat.engine.events import Event, RoundEvent, TurnEvent
+
+
+class StepGate:
+    """Step-through mode, shared by the UI thread (which turns it on and lets rounds go) and
+    the worker (which waits here after each round). Both sides only touch threading.Events."""
+
+    def __init__(self) -> None:
+        self._on = threading.Event()
+        self._next = threading.Event()
+
+    @property
+    def on(self) -> bool:
+        return self._on.is_set()
+
+    def switch(self, on: bool) -> None:
+        if on:
+            self._on.set()
+        else:
+            self._on.clear()
+            self._next.set()  # a worker waiting now runs on
+
+    def step(self) -> None:
+        """Let the waiting round go (Space, Esc)."""
+        self._next.set()
+
+    def reset(self) -> None:
+        self._next.clear()
+
+    def hold(self, cancel: threading.Event) -> float:
+        """In step mode (and not stopping), wait for `step`; return the seconds waited."""
+        if not self.on or cancel.is_set():
+            return 0.0
+        paused = time.monotonic()
+        self._next.wait()
+        self._next.clear()
+        return time.monotonic() - paused
+
+
+def round_batches(events: Iterable[Event]) -> Iterator[list[Event]]:
+    """The stream cut after each round summary and after the turn summary: what the UI draws at
+    once."""
+    batch: list[Event] = []
+    for event in events:
+        batch.append(event)
+        if isinstance(event, (RoundEvent, TurnEvent)):
+            yield batch
+            batch = []

@@ -1,0 +1,118 @@
+"""The transcript: the conversation's messages, and the reply in flight drawn from its event
+stream, whichever source sent it (the engine, a recorded trace).
+
+Events are taken as they come and drawn at the screen's redraw pace, so a fast GPU's fifty
+rounds a second cost the UI no more than a CPU's three. The live numbers of the reply are kept
+here too, with the same `TurnStats` the engine sums its turn with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from specchat.chat.history import StoredMessage
+from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TurnEvent
+from specchat.engine.stats import TurnStats
+from specchat.render import context_note
+from specchat.ui.widgets import LiveReply
+
+ENDS = {"cancelled": "stopped",
+        "context_full": "the context is full: Ctrl+N starts a new chat, or raise --ctx"}
+"""The note under a reply that ended for one of these reasons."""
+FOLLOW_LINES = 3
+"""The view follows a growing reply only while it is this close to the bottom."""
+
+
+class Transcript(VerticalScroll):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.reply: LiveReply | None = None
+        self.stats = TurnStats()
+        """The reply in flight's numbers, live."""
+        self.last_turn: TurnEvent | None = None
+        self.show_rejected = True
+        self.dirty = False
+
+    def open_reply(self, text: str) -> None:
+        """Show the user's message and an empty reply for the turn's events."""
+        user = LiveReply(role="user")
+        user.set_plain(text)
+        self.reply = LiveReply(role="assistant")
+        self.reply.show_rejected = self.show_rejected
+        self.mount(user, self.reply)
+        self.scroll_end(animate=False)
+        self.stats = TurnStats()
+
+    def take(self, events: Iterable[Event]) -> None:
+        """Take a round's events (or the turn's end); the tokens appear at the next redraw."""
+        reply = self.reply
+        assert reply is not None
+        events = list(events)
+        reply.add_tokens([e for e in events if isinstance(e, TokenEvent)])
+        self.dirty = True
+        for event in events:
+            if isinstance(event, ContextEvent):
+                self.stats.add_context(event)  # live numbers leave it out like the turn's
+                self.show_context(event)
+            elif isinstance(event, RoundEvent):
+                self.stats.add_round(event)
+            elif isinstance(event, TurnEvent):
+                self.last_turn = event
+                if event.stop_reason in ENDS:
+                    self.add_note(ENDS[event.stop_reason])
+                self.redraw()
+
+    def show_context(self, event: ContextEvent) -> None:
+        """Say that turns were left out of the model's view: above the reply when it happened
+        before it, under the reply when the reply ran into the limit."""
+        assert self.reply is not None
+        note = context_note(event)
+        if event.during_reply:
+            self.add_note(note)
+        else:
+            self.mount(Static(f"⋯ {note}", classes="context"), before=self.reply)
+
+    def add_note(self, note: str) -> None:
+        assert self.reply is not None
+        self.reply.note = "; ".join(filter(None, (self.reply.note, note)))
+
+    def fail(self, error: str) -> None:
+        """The reply ended with an error: what it had written stays, with the error under it."""
+        if self.reply is not None:
+            self.reply.note = ("cut off: " if self.reply.pieces else "no reply: ") + error
+            self.reply.refresh_content()
+
+    def redraw(self) -> bool:
+        """Draw what came since the last redraw (False: nothing came), following the reply
+        while the view is at the bottom."""
+        if not self.dirty or self.reply is None:
+            return False
+        self.dirty = False
+        self.reply.refresh_content()
+        if self.max_scroll_y - self.scroll_y <= FOLLOW_LINES:
+            self.scroll_end(animate=False)
+        return True
+
+    def show_messages(self, messages: Iterable[StoredMessage]) -> None:
+        """Show a saved conversation in place of this one."""
+        self.clear()
+        for m in messages:
+            widget = LiveReply(role=m.role)
+            if not m.complete:
+                widget.note = "interrupted: specchat stopped before this reply ended"
+            widget.set_plain(m.content)
+            self.mount(widget)
+        self.scroll_end(animate=False)
+
+    def clear(self) -> None:
+        self.remove_children()
+        self.reply = None
+
+    def set_show_rejected(self, on: bool) -> None:
+        """Draw rejected draft tokens, or leave them out, in every reply."""
+        self.show_rejected = on
+        for reply in self.query(LiveReply):
+            reply.show_rejected = on

@@ -1,0 +1,178 @@
+"""Why speculation is faster or slower here: this machine's costs, plotted, and the lesson in
+words with its own numbers.
+
+Left: what verifying n tokens costs in target steps, as timed on the models at the
+conversation's depth (and, for the what-if, a GPU's flat curve). Right: the expected speedup
+against k for the draft model and for a drafter that costs nothing (n-gram lookup), at the
+acceptance per position this conversation measured (or a what-if one), with the break-even line
+and this conversation's turns as measured points. Plots are textual-plotext (Textualize's own
+wrapper of plotext: it follows the app's theme, draws axes and labels, and needs no canvas code
+of ours).
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+from textual_plotext import PlotextPlot
+
+from specchat.engine.loop import SpeculativeEngine
+from specchat.errors import SpecchatError
+from specchat.host import ModelHost
+from specchat.machine import Costs, best_k, break_even, speedup
+from specchat.ui.messages import CostsMeasured
+
+K_MAX = 8
+DEFAULT_ACCEPT = 0.8
+"""The what-if acceptance before the conversation has measured one."""
+STEP = 0.05
+
+
+class WhyScreen(Screen):
+    """F7 from the chat; +/- move the acceptance, G switches the verify curve, M measures
+    again, Esc closes."""
+
+    BINDINGS = [Binding("escape", "app.pop_screen", "Close"),
+                Binding("plus", "accept(1)", "Acceptance +5%"),
+                Binding("minus", "accept(-1)", "Acceptance -5%"),
+                Binding("g", "flat", "GPU curve on/off"), Binding("m", "measure", "Measure again")]
+    DEFAULT_CSS = """
+    WhyScreen #why { padding: 0 1; height: auto; }
+    WhyScreen #plots { height: 1fr; }
+    """
+
+    def __init__(self, accept: list[float], turns: list[tuple[int, float]], k: int, drafter: str,
+                 engine: SpeculativeEngine | None = None, costs: Costs | None = None) -> None:
+        """`accept`: acceptance per draft position measured in this conversation (empty: none
+        yet); `turns`: (k, speedup) of its turns; `costs`: already measured, else timed on the
+        `engine`'s models when the screen opens."""
+        super().__init__()
+        self.measured_accept, self.turns, self.k, self.drafter = accept, turns, k, drafter
+        self.engine, self.costs = engine, costs
+        self.shift = 0
+        self.flat = False
+
+    def compose(self) -> ComposeResult:
+        yield Static("timing this machine's verify passes at the conversation's depth…", id="why")
+        with Horizontal(id="plots"):
+            yield PlotextPlot(id="verify")
+            yield PlotextPlot(id="speedup")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.costs is None:
+            self.measure()
+        else:
+            self.replot()
+
+    @work(thread=True, exclusive=True, group="costs")
+    def measure(self) -> None:
+        if self.engine is None:
+            self.post_message(CostsMeasured(None, "no models loaded (a replay has none)"))
+            return
+        try:
+            self.post_message(CostsMeasured(ModelHost.measure_costs(self.engine)))
+        except (SpecchatError, ValueError) as exc:
+            self.post_message(CostsMeasured(None, str(exc)))
+
+    def on_costs_measured(self, message: CostsMeasured) -> None:
+        if message.costs is None:
+            self.query_one("#why", Static).update(f"could not time this machine: {message.error}")
+            return
+        self.costs = message.costs
+        self.replot()
+
+    @property
+    def accept(self) -> list[float]:
+        """The acceptance per position the plots use: measured, moved by the what-if keys."""
+        base = self.measured_accept or [DEFAULT_ACCEPT]
+        base = base + [base[-1]] * (K_MAX - len(base))
+        return [min(1.0, max(0.0, a + self.shift * STEP)) for a in base[:K_MAX]]
+
+    def action_accept(self, direction: int) -> None:
+        self.shift += direction
+        self.replot()
+
+    def action_flat(self) -> None:
+        self.flat = not self.flat
+        self.replot()
+
+    def action_measure(self) -> None:
+        self.query_one("#why", Static).update("timing again…")
+        self.measure()
+
+    def replot(self) -> None:
+        if self.costs is None:
+            return
+        here = self.costs
+        shown = here.flat() if self.flat else here
+        accept = self.accept
+        ns = list(range(1, len(here.verify) + 1))
+        verify = self.query_one("#verify", PlotextPlot)
+        plt = verify.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.plot(ns, [here.steps(n) for n in ns], label="this machine", marker="braille")
+        plt.plot(ns, [here.flat().steps(n) for n in ns], label="a GPU's shape", marker="braille")
+        plt.title("verifying n tokens, in target steps")
+        plt.xlabel("n tokens verified at once")
+        verify.refresh()
+        ks = list(range(0, K_MAX + 1))
+        chart = self.query_one("#speedup", PlotextPlot)
+        plt = chart.plt
+        plt.clear_data()
+        plt.clear_figure()
+        if here.draft > 0:
+            plt.plot(ks, [speedup(shown, accept, k) for k in ks], label=f"draft {self.drafter}",
+                     marker="braille")
+        plt.plot(ks, [speedup(shown.free_drafter(), accept, k) for k in ks],
+                 label="a free drafter (n-gram)", marker="braille")
+        plt.plot(ks, [1.0] * len(ks), label="break-even", marker="dot")
+        if self.turns and not self.flat:
+            plt.scatter([k for k, _ in self.turns], [s for _, s in self.turns],
+                        label="your turns (measured)", marker="x")
+        curve = "a GPU's flat curve (what-if)" if self.flat else "this machine"
+        plt.title(f"expected speedup against k, {curve}")
+        plt.xlabel("k, tokens drafted a round")
+        chart.refresh()
+        self.query_one("#why", Static).update(self.words(shown, accept))
+
+    def words(self, costs: Costs, accept: list[float]) -> str:
+        """The lesson with this machine's numbers (and the what-if's, when they are moved)."""
+        k = max(1, self.k)
+        here = self.costs or costs
+        how = ("measured in this conversation" if self.measured_accept else
+               f"none measured yet: {DEFAULT_ACCEPT:.0%}")
+        if self.shift:
+            how += f", moved {self.shift * STEP:+.0%} (what-if)"
+        pass_cost = (f"one pass of the draft {costs.draft_steps:.2f} of a step" if costs.draft
+                     else "the drafter (n-gram lookup) costs nothing")
+        lines = [f"[b]Why here[/b]  A target step takes {here.verify[0]:.0f} ms "
+                 f"(depth {here.depth}). Verifying 4 tokens costs {costs.steps(4):.1f} target "
+                 f"steps{' on a GPU-shaped curve' if self.flat else ' here'}, and {pass_cost}."]
+        even = break_even(costs, k)
+        if even is None:
+            lines.append(f"At k={k} even a draft that is always right would not pay: a round "
+                         f"costs {costs.steps(k + 1) + k * costs.draft_steps:.1f} steps for at "
+                         f"most {k + 1} tokens.")
+        else:
+            lines.append(f"So at k={k} a draft must be accepted {even:.0%} of the time (at every "
+                         f"position) just to break even.")
+        best, gain = best_k(costs, accept, K_MAX)
+        free_k, free_gain = best_k(costs.free_drafter(), accept, K_MAX)
+        best_text = (f"best k={best}: {gain:.2f}x" if best else
+                     "no k pays with this draft, so drafting nothing is best (1.00x)")
+        lines.append(f"Acceptance by position ({how}): "
+                     + " ".join(f"{a:.0%}" for a in accept[:k])
+                     + f" → expected {speedup(costs, accept, k):.2f}x at k={k}; {best_text}; "
+                       f"a free drafter (n-gram) {free_gain:.2f}x at k={free_k}.")
+        if not self.flat:
+            flat_k, flat_gain = best_k(costs.flat(), accept, K_MAX)
+            lines.append(f"On a GPU, where 8 tokens cost {costs.flat().steps(8):.2f} steps, the "
+                         f"same drafts would give {flat_gain:.2f}x at k={flat_k} (G shows it). "
+                         "`specchat tune` measures every drafter and k here and recommends one.")
+        return "\n".join(lines)

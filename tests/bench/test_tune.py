@@ -1,0 +1,68 @@
+"""`specchat tune` as a user runs it, on tiny real models: the JSON it prints, its table, and
+--save making the recommendation the default."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+from support.processes import specchat
+
+PROMPTS = '''
+[[prompt]]
+category = "short"
+name = "one"
+text = "one two three one two three one two"
+
+[[prompt]]
+category = "code"
+name = "two"
+text = "def f(x): return x\\ndef g(x): return f(x)"
+'''
+
+
+def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path):
+    prompts = tmp_path / "prompts.toml"
+    prompts.write_text(PROMPTS)
+    proc = specchat("tune", "--target", str(tiny.target), "--draft", str(tiny.draft), "--draft",
+                    "ngram", "--prompts", str(prompts), "--max-tokens", "16", "--threads", "1",
+                    "--json", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    verify = result["verify_cost"]
+    assert [v["n"] for v in verify] == list(range(1, 17)) and verify[0]["ratio"] == 1.0
+    assert all(v["ms"] > 0 for v in verify)
+    arms = result["drafters"]
+    assert {(a["draft"], a["policy"]) for a in arms} == {
+        (str(tiny.draft), "fixed"), (str(tiny.draft), "adaptive"), ("ngram", "fixed"),
+        ("ngram", "adaptive")}
+    for a in arms:
+        assert {"draft", "k", "policy", "predicted_speedup", "measured_speedup",
+                "acceptance"} <= a.keys()
+        assert a["measured_speedup"] > 0
+    assert all(a["predicted_speedup"] > 0 for a in arms if a["policy"] == "fixed")
+    rec = result["recommended"]
+    assert set(rec) == {"draft", "k", "policy"}
+    best = max(arms, key=lambda a: a["measured_speedup"])
+    if rec["draft"] == "none":
+        assert best["measured_speedup"] < 1.03
+    else:
+        assert (rec["draft"], rec["k"], rec["policy"]) == (best["draft"], best["k"], best["policy"])
+
+
+def test_tune_save_makes_the_recommendation_the_default(tiny, tmp_path):
+    prompts = tmp_path / "prompts.toml"
+    prompts.write_text(PROMPTS)
+    proc = specchat("tune", "--target", str(tiny.target), "--draft", "ngram", "--prompts",
+                    str(prompts), "--max-tokens", "12", "--save", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("recommended: "))
+    words = line.split()
+    draft, policy, k = words[2], words[4], int(words[6])
+    engine = tomllib.loads((tmp_path / "config.toml").read_text())["engine"]
+    assert (engine["draft"], engine["policy"], engine["k"]) == (draft, policy, k)
+    ask = specchat("ask", "hi", "--target", str(tiny.target), "--max-tokens", "4", "--json",
+                   tmp_path=tmp_path)
+    turn = json.loads(ask.stdout.splitlines()[-1])
+    assert turn["draft"] == "none" if draft == "none" else turn["draft"].startswith("ngram")
+    assert turn["policy"].startswith(policy)

@@ -1,0 +1,344 @@
+"""The speculation loop on tiny real GGUF models through the real llama.cpp runtime."""
+
+from __future__ import annotations
+
+import codecs
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from support.checks import (
+    GREEDY_CASES,
+    SAMPLING,
+    calibrated_near_tie,
+    check_greedy_rule,
+    expected_pairs,
+    make_drafter,
+    pair_chi_square_p,
+    sampled_pairs,
+    wrong_rule,
+)
+from support.models import GREEDY, load, prompt_ids, run
+
+from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent, turn_of
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.policy import FixedPolicy
+from specchat.engine.sampling import SamplingParams
+from specchat.errors import ContextOverflowError
+
+# -- calibration: how far batching moves the top-2 gap on these models -------------------------
+
+
+
+
+@pytest.fixture(scope="module")
+def near_tie(models) -> float:
+    return calibrated_near_tie(models[0], floor=1e-3)
+
+
+
+
+# -- greedy: exact on the logits it computed, equal to target-only up to a near-tie -----------
+"""Prompts, draft lengths, drafters and policies the greedy rule is checked over."""
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**GREEDY_CASES)
+def test_greedy_matches_target_only_up_to_a_near_tie(models, near_tie, text, k, drafter, adaptive):
+    target, draft = models
+    check_greedy_rule(target, make_drafter(drafter, draft), prompt_ids(target, text), k, adaptive,
+                      near_tie)
+
+
+
+
+def test_verdicts_partition_the_draft(models):
+    target, draft = models
+    ids = prompt_ids(target, "the quick brown fox")
+    engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=4))
+    events, turn = run(engine, ids, max_tokens=40)
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    assert sum(r.drafted for r in rounds) == turn.n_drafted > 0
+    assert sum(r.accepted for r in rounds) == turn.n_accepted
+    kept = [e for e in tokens if e.kind is not TokenKind.REJECTED]
+    assert [e.id for e in kept] == turn.token_ids
+    assert [e.position for e in kept] == list(range(turn.n_tokens))
+    assert "".join(e.text for e in kept) == turn.text
+    assert tokens[0].kind is TokenKind.TARGET
+    for r in rounds[1:]:
+        in_round = [e for e in tokens if e.round == r.round]
+        kinds = [e.kind for e in in_round]
+        assert kinds.count(TokenKind.ACCEPTED) == r.accepted
+        if r.accepted < r.drafted:
+            assert kinds.count(TokenKind.REJECTED) == r.drafted - r.accepted
+            assert kinds[-1] is TokenKind.CORRECTED
+        elif turn.stop_reason != "max_tokens" or r is not rounds[-1]:
+            assert kinds[-1] is TokenKind.BONUS
+    assert turn.target_passes == len(rounds)
+    assert 0 < turn.acceptance_rate <= 1
+    assert len(turn.accepted_by_position) <= 4
+
+
+# -- sampling follows the target's distribution ------------------------------------------------
+
+
+
+
+
+
+
+
+@pytest.mark.parametrize("rule", ["p/q rule", "wrong rule"])
+def test_speculative_sampling_follows_the_target_distribution(models, monkeypatch, rule):
+    """The second token comes from a speculative round (draft model, k=2); the pair
+    distribution must be the target's. Replacing the rule by a subtly wrong one must fail."""
+    target, draft = models
+    ids = prompt_ids(target, "sampling")
+    expected = expected_pairs(target, ids)
+    if rule == "wrong rule":
+        monkeypatch.setattr("specchat.engine.loop.verify_sampling", wrong_rule)
+    rng = np.random.default_rng(7)
+    engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING,
+                               DraftSettings(k=2), rng)
+    samples = sampled_pairs(engine, target, ids, 3000)
+    p_value = pair_chi_square_p(samples, expected)
+    if rule == "p/q rule":
+        assert p_value > 1e-4
+    else:
+        assert p_value < 1e-4
+
+
+# -- draft length controls --------------------------------------------------------------------
+def test_confidence_stop_drafts_only_tokens_above_p_min(models):
+    target, draft = models
+    ids = prompt_ids(target, "confidence")
+    free = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=6))
+    _, loose = run(free, ids, max_tokens=40)
+    drafter = ModelDrafter(draft, GREEDY, np.random.default_rng(0))
+    events, strict = run(SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=6, p_min=0.9)),
+                         ids, max_tokens=40)
+    drafted = [e for e in events if isinstance(e, TokenEvent) and e.q is not None]
+    assert drafted and all(e.q >= 0.9 for e in drafted)
+    assert strict.n_drafted < loose.n_drafted
+
+
+def test_drafts_shorter_than_n_min_are_dropped(models):
+    target, draft = models
+    engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY,
+                               DraftSettings(k=3, n_min=4))
+    _, turn = run(engine, prompt_ids(target, "n min"), max_tokens=12)
+    assert turn.n_drafted == 0 and turn.target_passes == turn.rounds
+
+
+# -- caches hold exactly the accepted tokens ---------------------------------------------------
+def assert_caches_hold(committed: list[int], target, draft) -> None:
+    assert target.tokens == committed[: len(target.tokens)]
+    assert len(target.tokens) >= len(committed) - 1
+    assert draft.tokens == committed[: len(draft.tokens)]
+
+
+def test_caches_hold_accepted_tokens_after_each_round_and_after_cancel(models):
+    target, draft = models
+    ids = prompt_ids(target, "cache check")
+    engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=5))
+    cancel = threading.Event()
+    committed = list(ids)
+    rounds = 0
+    turn = None
+    for event in engine.generate(ids, GenerationSettings(max_tokens=200), cancel):
+        if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
+            committed.append(event.id)
+        elif isinstance(event, RoundEvent):
+            rounds += 1
+            assert_caches_hold(committed, target, draft)
+            if rounds == 4:
+                cancel.set()
+        elif isinstance(event, TurnEvent):
+            turn = event
+    assert turn is not None and turn.stop_reason == "cancelled"
+    assert turn.token_ids == committed[len(ids):]
+    assert_caches_hold(committed, target, draft)
+    # the next turn works and evaluates only its new tokens
+    follow = committed + prompt_ids(target, " more")
+    passes_before = list(target.tokens)
+    _, turn2 = run(engine, follow, max_tokens=8)
+    assert turn2.n_tokens == 8
+    assert target.tokens[: len(passes_before)] == passes_before
+
+
+def test_next_turn_evaluates_only_new_tokens(models):
+    target, _ = models
+    engine = SpeculativeEngine(target, NoDrafter(), GREEDY)
+    ids = prompt_ids(target, "a long enough first prompt for the cache")
+    _, first = run(engine, ids, max_tokens=10)
+    history = ids + first.token_ids
+    evaluated: list[int] = []
+    original = target._inner.eval
+
+    def counting(tokens, logits_from):
+        evaluated.extend(tokens)
+        return original(tokens, logits_from)
+
+    target._inner.eval = counting
+    try:
+        new = prompt_ids(target, " next")
+        _, second = run(engine, history + new, max_tokens=5)
+    finally:
+        del target._inner.eval
+    # the first pass of the second turn evaluated the new tokens plus at most the last reply token
+    assert len(evaluated) - (second.n_tokens - 1) <= len(new) + 1
+
+
+# -- n-gram drafter ---------------------------------------------------------------------------
+def test_ngram_proposes_continuation_of_latest_earlier_match():
+    drafter, k3 = NgramDrafter(2), FixedPolicy(3)
+    seq = [1, 2, 3, 4, 9, 1, 2, 5, 6, 7, 1, 2]
+    draft = drafter.propose(seq, k3.plan(8))
+    assert draft.tokens == [5, 6, 7]  # latest earlier occurrence of [1, 2] is at index 5
+    assert draft.source == "ngram/2"
+    assert NgramDrafter(2, 9).source(9) == "ngram/8+" and NgramDrafter(2, 9).source(5) == "ngram/4+"
+    assert drafter.propose(seq + [8], k3.plan(8)).tokens == []
+    # a new conversation resets the index
+    assert drafter.propose([4, 4, 1, 2, 3], k3.plan(8)).tokens == []
+
+
+def test_ngram_prefers_the_longest_match_and_names_its_length():
+    drafter, k2 = NgramDrafter(2, 4), FixedPolicy(2)
+    seq = [7, 1, 2, 3, 4, 5, 1, 2, 8, 9, 0, 7, 1, 2]
+    draft = drafter.propose(seq, k2.plan(8))
+    assert (draft.tokens, draft.source) == ([3, 4], "ngram/2")  # [7, 1, 2] beats the later [1, 2]
+    assert drafter.propose(seq, FixedPolicy(5).plan(1)).tokens == [3]  # the plan's cap holds
+
+
+# -- stops -------------------------------------------------------------------------------------
+def test_reply_never_ends_inside_a_multibyte_character(models):
+    target, _ = models
+    engine = SpeculativeEngine(target, NoDrafter(), SamplingParams(temperature=1.5, seed=3))
+    extended = 0
+    for seed in range(20):
+        engine.rng = np.random.default_rng(seed)
+        _, turn = run(engine, prompt_ids(target, "ünïcödé ✓ "), max_tokens=7)
+        raw = b"".join(target.token_bytes(t) for t in turn.token_ids)
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        assert turn.text == decoder.decode(raw)
+        assert decoder.getstate()[0] == b"", "the reply ends inside a UTF-8 character"
+        extended += turn.n_tokens > 7
+    assert extended, "no reply reached max_tokens inside a character: the test proves nothing"
+
+
+def test_stop_string_ends_the_reply_before_it(models):
+    target, _ = models
+    engine = SpeculativeEngine(target, NoDrafter(), GREEDY)
+    ids = prompt_ids(target, "stop here")
+    _, full = run(engine, ids, max_tokens=30)
+    stop = full.text[10:12]
+    _, cut = run(engine, ids, max_tokens=30, stop=[stop])
+    assert cut.stop_reason == "stop_string"
+    assert cut.text == full.text[: full.text.find(stop)]
+
+
+def test_prompt_longer_than_context_is_a_clear_error(tiny):
+    small = load(tiny.target, n_ctx=256)
+    engine = SpeculativeEngine(small, NoDrafter(), GREEDY)
+    with pytest.raises(ContextOverflowError, match=f"context holds {small.n_ctx}"):
+        list(engine.generate([65] * (small.n_ctx + 5)))
+    assert small.tokens == []
+    small.close()
+
+
+def test_generation_stops_when_the_context_is_full(tiny):
+    small = load(tiny.target, n_ctx=256)
+    engine = SpeculativeEngine(small, NgramDrafter(1), GREEDY, DraftSettings(k=4))
+    prompt = [65 + i % 20 for i in range(small.n_ctx - 30)]
+    _, turn = run(engine, prompt, max_tokens=100)
+    assert turn.stop_reason == "context_full"
+    assert len(prompt) + turn.n_tokens == small.n_ctx + 1  # the last token needs no evaluation
+    small.close()
+
+
+def test_a_model_that_cannot_drop_part_of_its_cache_is_named_in_a_clear_error(tiny):
+    from specchat.errors import CacheTruncationError
+
+    mamba = load(tiny.recurrent)
+    assert not mamba.can_truncate
+    mamba.eval([65, 66, 67, 68], 3)
+    with pytest.raises(CacheTruncationError, match="tiny-mamba: this model's memory cannot drop"):
+        mamba.truncate(2)
+    assert mamba.tokens == [65, 66, 67, 68]  # the mirror still tells the truth
+    mamba.close()
+
+
+def test_time_the_consumer_takes_is_not_counted_against_the_engine(models):
+    """A consumer that pauses after every round (step-through mode) must not lower the rates."""
+    import time
+
+    target, _ = models
+    engine = SpeculativeEngine(target, NoDrafter(), GREEDY)
+    pauses = 0.0
+    turn = None
+    for event in engine.generate(prompt_ids(target, "pause"), GenerationSettings(max_tokens=12)):
+        if isinstance(event, RoundEvent):
+            time.sleep(0.05)
+            pauses += 0.05
+        turn = event
+    assert pauses >= 0.5
+    assert turn.wall_s < pauses / 2  # the engine's own time; the pauses are the consumer's
+
+
+def test_sampling_verdicts_carry_the_uniform_they_were_tested_with(models):
+    """Accepted draft tokens had u < p/q, the first refused one u >= p/q; later ones untested."""
+    target, draft = models
+    rng = np.random.default_rng(11)
+    engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING,
+                               DraftSettings(k=4), rng)
+    events, _ = run(engine, prompt_ids(target, "uniforms"), max_tokens=60)
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    accepted = [e for e in tokens if e.kind is TokenKind.ACCEPTED]
+    assert accepted and all(e.u < min(1.0, e.p / e.q) for e in accepted)
+    for r in {e.round for e in tokens}:
+        refused = [e for e in tokens if e.round == r and e.kind is TokenKind.REJECTED]
+        if refused:
+            assert refused[0].u >= min(1.0, refused[0].p / refused[0].q) - 1e-12
+            assert all(e.u is None for e in refused[1:])
+    assert all(e.u is None for e in tokens if e.kind in (TokenKind.CORRECTED, TokenKind.BONUS))
+
+
+def test_the_speedup_baseline_is_timed_at_the_turns_depth_and_leaves_no_trace(models):
+    """Target-only steps timed after a speculative turn give its baseline and speedup; the caches
+    are as if they never ran, and the next turn is the same as without them."""
+    target, draft = models
+    ids = prompt_ids(target, "baseline at depth")
+    runs = {}
+    for steps in (0, 3):
+        engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=3))
+        engine.clear_caches()
+        _, turn = run(engine, ids, max_tokens=24, baseline_steps=steps)
+        committed = ids + turn.token_ids
+        assert_caches_hold(committed, target, draft)
+        follow = committed + prompt_ids(target, " and then")
+        _, after = run(engine, follow, max_tokens=12)
+        runs[steps] = (turn, after)
+    plain, probed = runs[0][0], runs[3][0]
+    assert plain.speedup is None and plain.baseline_source == "not measured"
+    depth = len(ids) + probed.n_tokens
+    assert probed.baseline_source == f"3 target-only steps at depth {depth}"
+    assert probed.baseline_tokens_per_second and probed.baseline_tokens_per_second > 0
+    assert probed.speedup == pytest.approx(probed.tokens_per_second / probed.baseline_tokens_per_second)
+    assert probed.token_ids == plain.token_ids and runs[3][1].token_ids == runs[0][1].token_ids
+
+
+def test_a_target_only_turn_is_its_own_baseline_and_a_stopped_turn_has_none(models):
+    target, draft = models
+    ids = prompt_ids(target, "own baseline")
+    _, alone = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=16,
+                   baseline_steps=3)
+    assert alone.baseline_source == "this turn (target only)" and alone.speedup == pytest.approx(1.0)
+    cancel = threading.Event()
+    cancel.set()
+    engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=3))
+    stopped = turn_of(engine.generate(ids, GenerationSettings(max_tokens=16, baseline_steps=3),
+                                      cancel))
+    assert stopped.stop_reason == "cancelled" and stopped.baseline_tokens_per_second is None

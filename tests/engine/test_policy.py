@@ -1,0 +1,100 @@
+"""The draft-length policy: its cost model, its choices, and what the engine reports of it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from support.processes import specchat
+
+from specchat.engine.drafters import Draft
+from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, expected_tokens
+
+
+@given(a=st.floats(0.01, 0.99), k=st.integers(0, 12))
+def test_expected_tokens_is_the_leviathan_formula_for_a_constant_rate(a, k):
+    assert expected_tokens([a] * k) == pytest.approx((1 - a ** (k + 1)) / (1 - a))
+
+
+def machine(verify_ms: dict[int, float], pass_ms: float = 0.0, source: str = "ngram/8+",
+            accept: float = 0.95, rounds: int = 40) -> CostModel:
+    """A cost model that has watched `rounds` rounds: verify times by batch size, and drafts
+    from `source` standing with probability `accept` at each position."""
+    costs = CostModel()
+    for n, ms in verify_ms.items():
+        costs.observe(Draft(tokens=[0] * (n - 1)), 0, 0.0, 0, ms / 1000, n)
+    verify_7 = costs.verify_s(7)
+    for r in range(rounds):
+        tokens = [1, 2, 3, 4, 5, 6]
+        stood = next((i for i in range(6) if (r * 7 + i * 3) % 100 >= accept * 100), 6)
+        costs.observe(Draft(tokens=tokens, q=[1.0] * 6, source=source), stood, pass_ms / 1000,
+                      0, verify_7, 7)
+    return costs
+
+
+def test_verify_cost_is_measured_where_seen_and_a_line_elsewhere():
+    costs = machine({1: 80, 2: 130, 3: 180})
+    assert costs.verify_s(2) == pytest.approx(0.130)
+    assert costs.verify_s(5) > costs.verify_s(3) > costs.verify_s(1)
+    assert costs.verify_s(4) == pytest.approx(0.230)  # the line through 80, 130, 180 ms
+
+
+def test_adaptive_drafts_long_when_verify_is_cheap_and_drafts_stand():
+    cheap = machine({1: 80, 2: 85, 3: 90, 4: 95, 5: 100, 6: 105, 7: 110, 8: 115, 9: 120})
+    plan = AdaptivePolicy(8, cheap).plan(cap=100)
+    assert plan.k("ngram/8+", False) >= 4 and not plan.declined
+
+
+def test_adaptive_declines_when_no_length_pays_and_says_so():
+    steep = machine({n: 80 * n for n in range(1, 10)}, accept=0.5)
+    policy = AdaptivePolicy(8, steep)
+    plans = [policy.plan(cap=100) for _ in range(40)]
+    ks = [p.k("ngram/8+", False) for p in plans]
+    assert all(p.declined for p, k in zip(plans, ks) if k == 0) and ks.count(0) >= 37
+    # where a perfect draft could not pay either, it never probes
+    hopeless = AdaptivePolicy(8, machine({n: 100 * n for n in range(1, 10)}, pass_ms=50,
+                                         source="draft-model", accept=0.5))
+    assert all(hopeless.plan(cap=100).k("draft-model", True, behind=1) == 0 for _ in range(40))
+
+
+def test_a_model_draft_stops_where_its_confidence_no_longer_pays():
+    costs = machine({n: 80 + 40 * (n - 1) for n in range(1, 10)}, pass_ms=10,
+                    source="draft-model", accept=0.9)
+    plan = AdaptivePolicy(8, costs).plan(cap=100)
+    assert plan.k("draft-model", True, behind=1) == 8  # the confidence rule decides how far
+    assert plan.keep("draft-model", 0, 0.99)
+    assert not plan.keep("draft-model", 1, 0.05)
+
+
+def test_fixed_policy_keeps_k_and_the_confidence_floor():
+    plan = FixedPolicy(3, p_min=0.5).plan(cap=2)
+    assert plan.k("anything", True) == 2  # never more than fits
+    assert plan.keep("anything", 0, 0.6) and not plan.keep("anything", 0, 0.4)
+
+
+def test_ask_reports_the_policy_each_rounds_k_and_the_predicted_rate(tiny, tmp_path):
+    proc = specchat("ask", "one two three one two three one two", "--target", str(tiny.target),
+                    "--draft", f"ngram+{tiny.draft}", "--policy", "adaptive", "--k", "5",
+                    "--max-tokens", "40", "--json", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    rounds = [e for e in events if e["type"] == "round"]
+    turn = events[-1]
+    assert turn["policy"] == "adaptive k<=5" and turn["draft"].startswith("ngram-3..12+")
+    assert all(0 <= r["k"] <= 5 and r["drafted"] <= r["k"] for r in rounds)
+    assert all(r["expected_tokens"] >= 1 and r["expected_s"] > 0 for r in rounds[1:])
+    assert turn["declined_rounds"] == sum(r["declined"] for r in rounds)
+    predicted = sum(r["expected_tokens"] for r in rounds[1:]) / sum(r["expected_s"]
+                                                                     for r in rounds[1:])
+    assert turn["predicted_tokens_per_second"] == pytest.approx(predicted)
+    plain = specchat("ask", "hi", "--target", str(tiny.target), "--draft", "ngram", "--policy",
+                     "adaptive", "--max-tokens", "12", tmp_path=tmp_path)
+    assert "adaptive k<=3 (k: rounds" in plain.stderr and "predicted" in plain.stderr
+
+
+def test_ngram_plus_something_that_is_not_a_model_is_a_clear_error(tiny, tmp_path):
+    proc = specchat("ask", "hi", "--target", str(tiny.target), "--draft", "ngram+none",
+                    tmp_path=tmp_path)
+    assert proc.returncode == 2 and "after 'ngram+' name a draft model" in proc.stderr

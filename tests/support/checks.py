@@ -1,0 +1,208 @@
+"""The rules every engine must keep, as checks the tests of each backend call: greedy output
+is the target's own, sampling follows the target's distribution (chi-square), long
+conversations never dead-end."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+from scipy.stats import chisquare
+
+from specchat.backends.base import Backend
+from specchat.chat.session import ChatSession, Conversation
+from specchat.engine.compare import batching_gap_drift, first_divergence
+from specchat.engine.drafters import CombinedDrafter, ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.sampling import SamplingParams, sample
+from specchat.engine.verify import Verdict
+from support.models import GREEDY, RecordingBackend, prompt_ids, run
+
+DIVERGENCES: list[str] = []
+"""Each greedy divergence the end-to-end tests saw, printed at the end of the run."""
+
+
+CALIBRATION_PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding"]
+
+
+def calibrated_near_tie(target, floor: float) -> float:
+    """4x the largest change of the top-2 logit gap that batching causes on the calibration
+    prompts' target-only continuations (at least `floor`)."""
+    worst = 0.0
+    for text in CALIBRATION_PROMPTS:
+        ids = prompt_ids(target, text)
+        _, turn = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=24)
+        worst = max(worst, batching_gap_drift(target, ids, turn.token_ids))
+    return max(4 * worst, floor)
+
+
+def make_drafter(kind: str, draft_backend):
+    model = ModelDrafter(draft_backend, GREEDY, np.random.default_rng(0))
+    return {"model": model, "ngram": NgramDrafter(2), "combined":
+            CombinedDrafter(NgramDrafter(2, 6), model)}[kind]
+
+
+GREEDY_CASES = {
+    "text": st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x24F), min_size=1,
+                    max_size=30),
+    "k": st.integers(1, 6),
+    "drafter": st.sampled_from(["model", "ngram", "combined"]),
+    "adaptive": st.booleans(),
+}
+
+
+def check_greedy_rule(target: RecordingBackend, drafter, ids: list[int], k: int, adaptive: bool,
+                      near_tie: float) -> None:
+    """The engine's greedy rule on any backend: every token is the argmax of the logits the
+    engine computed for it, and the reply equals target-only's up to a first divergence that is
+    a near-tie in the target-only run."""
+    plain_events, base = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
+    spec = SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=k, adaptive=adaptive))
+    events, turn = run(spec, ids, max_tokens=32)
+    for event in events:
+        if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
+            row = target.rows[len(ids) + event.position]
+            assert event.id == int(row.argmax())
+    assert_same_up_to_a_near_tie(plain_events, turn.token_ids, near_tie)
+
+
+def assert_same_up_to_a_near_tie(plain_events: list, ids: list[int], near_tie: float) -> None:
+    """`ids` equal the target-only run's reply (`plain_events`) up to a first divergence that is
+    a near-tie in the target-only run."""
+    base = plain_events[-1].token_ids
+    at = first_divergence(base, ids)
+    if at is None:
+        assert ids[: len(base)] == base[: len(ids)]
+        return
+    gap = next(e.logit_gap for e in plain_events
+               if isinstance(e, TokenEvent) and e.position == at)
+    assert gap <= near_tie, f"divergence at {at} with gap {gap} > near-tie threshold {near_tie}"
+
+
+FOLLOW_UPS = [f"follow-up {i}: now make the function iterative and add a docstring"
+              for i in range(12)]
+
+
+def check_long_conversation(target: Backend, draft: Backend, policy: str,
+                            near_tie: float) -> list[ContextEvent]:
+    """Twelve follow-ups, three times the context and more, under `policy`: every turn answers,
+    and each greedy speculative reply equals a target-only session's on the same history (the
+    same turns left out, the same prompt), up to a near-tie. Returns the context events."""
+    spec = ChatSession(SpeculativeEngine(target, ModelDrafter(draft, GREEDY,
+                                                              np.random.default_rng(0)),
+                                         GREEDY, DraftSettings(k=3)), context_policy=policy)
+    settings = GenerationSettings(max_tokens=40)
+    seen = []
+    for text in FOLLOW_UPS:
+        plain = ChatSession(SpeculativeEngine(target, NoDrafter(), GREEDY),
+                            Conversation(messages=list(spec.conversation.messages)), policy)
+        plain_events = [e for e in plain.turn(text, settings) if not isinstance(e, ContextEvent)]
+        events = list(spec.turn(text, settings))
+        turn = events[-1]
+        assert isinstance(turn, TurnEvent) and turn.n_tokens > 0
+        assert turn.stop_reason == "max_tokens"
+        assert turn.prompt_token_ids == plain_events[-1].prompt_token_ids
+        assert_same_up_to_a_near_tie(plain_events, turn.token_ids, near_tie)
+        seen += [e for e in events if isinstance(e, ContextEvent)]
+    whole = spec.render(spec.conversation.messages)
+    assert len(whole) > 3 * target.n_ctx
+    return seen
+
+
+def short_history(n: int) -> list[tuple[str, str]]:
+    return [m for i in range(n) for m in (("user", f"q{i}"), ("assistant", f"a{i}"))]
+
+
+def check_reply_makes_room(target: Backend, draft: Backend, near_tie: float) -> None:
+    """Eight short turns fit at the start (a 256-token context); the long reply then leaves
+    older ones out as it grows, the target re-evaluates, and the reply ends where target-only's
+    does, with both caches consistent."""
+    drafter = ModelDrafter(draft, GREEDY, np.random.default_rng(0))
+    spec = ChatSession(SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=3)),
+                       Conversation(messages=short_history(8)), "rolling")
+    plain = ChatSession(SpeculativeEngine(target, NoDrafter(), GREEDY),
+                        Conversation(messages=short_history(8)), "rolling")
+    settings = GenerationSettings(max_tokens=150)
+    plain_events = list(plain.turn("write a long answer", settings))
+    events = list(spec.turn("write a long answer", settings))
+    turn = events[-1]
+    assert isinstance(turn, TurnEvent) and turn.stop_reason == "max_tokens"
+    shifts = [e for e in events if isinstance(e, ContextEvent) and e.during_reply]
+    assert shifts and turn.context_shifts == len(shifts)
+    assert turn.shift_tokens == sum(e.reeval_tokens for e in shifts) > 0
+    assert [e.left_out for e in shifts] == sorted({e.left_out for e in shifts})
+    assert turn.decode_s < turn.wall_s - turn.shift_s  # the re-evaluation is not decode time
+    base = [e for e in plain_events if not isinstance(e, ContextEvent)]
+    assert base[-1].context_shifts == turn.context_shifts
+    assert_same_up_to_a_near_tie(base, turn.token_ids, near_tie)
+    # the target's cache holds the prompt the reply went on from and the reply (all but its
+    # last token, which is never evaluated); the draft's cache is a prefix of it
+    prompt = shifts[-1].prompt_tokens
+    assert len(target.tokens) in (prompt + turn.n_tokens - 1, prompt + turn.n_tokens)
+    assert target.tokens[prompt:] == turn.token_ids[: len(target.tokens) - prompt]
+    assert draft.tokens == target.tokens[: len(draft.tokens)]
+    assert spec.conversation.messages[-1] == ("assistant", turn.text)
+
+
+SAMPLING = SamplingParams(temperature=0.8, top_p=0.95)
+
+
+def expected_pairs(target, ids: list[int]) -> dict[tuple[int, int], float]:
+    """The target's own probability of each (first, second) reply token, computed directly."""
+    target.truncate(0)
+    p0 = SAMPLING.distribution(target.eval(ids, len(ids) - 1)[0])
+    pairs = {}
+    for t0 in np.flatnonzero(p0 > 1e-5):
+        target.truncate(len(ids))
+        p1 = SAMPLING.distribution(target.eval([int(t0)], 0)[0])
+        for t1 in np.flatnonzero(p1 > 0):
+            pairs[(int(t0), int(t1))] = float(p0[t0] * p1[t1])
+    target.truncate(0)
+    return pairs
+
+
+def sampled_pairs(engine, target, ids: list[int], n: int) -> list[tuple[int, int]]:
+    eos = next(t for t in range(target.n_vocab) if target.is_eog(t))
+    out = []
+    for _ in range(n):
+        turn = list(engine.generate(ids, GenerationSettings(max_tokens=3)))[-1]
+        seq = turn.token_ids + ([eos] if turn.stop_reason == "eos" else [])
+        out.append((seq[0], seq[1]) if len(seq) > 1 else (seq[0], -1))
+    return out
+
+
+def wrong_rule(draft, q_dists, p_dists, rng):
+    """A common mistake: on rejection, resample from p instead of norm(max(0, p - q))."""
+    for i, d in enumerate(draft):
+        q_tok = 1.0 if q_dists is None else q_dists[i][d]
+        if rng.random() * q_tok >= p_dists[i][d]:
+            return Verdict(i, sample(p_dists[i], rng))
+    return Verdict(len(draft), sample(p_dists[len(draft)], rng))
+
+
+def chi_square_p(counts: np.ndarray, p: np.ndarray) -> float:
+    """Goodness of fit of `counts` to `p`. Outcomes expected fewer than 5 times are pooled, and
+    a pool still expected fewer than 5 times joins the smallest other bin (a single count of a
+    1e-7 outcome must not decide the test)."""
+    n = counts.sum()
+    keep = p * n >= 5
+    obs = np.append(counts[keep], counts[~keep].sum())
+    exp = np.append(p[keep] * n, p[~keep].sum() * n)
+    if exp[-1] < 5 and obs.size > 1:
+        smallest = int(np.argmin(exp[:-1]))
+        obs[smallest] += obs[-1]
+        exp[smallest] += exp[-1]
+        obs, exp = obs[:-1], exp[:-1]
+    if obs.size < 2:  # one possible outcome: it must be all of them
+        return 1.0 if np.allclose(obs, exp) else 0.0
+    return float(chisquare(obs, exp).pvalue)
+
+
+def pair_chi_square_p(samples, expected) -> float:
+    cells = sorted(expected)
+    index = {c: i for i, c in enumerate(cells)}
+    counts = np.zeros(len(cells) + 1)
+    for pair in samples:
+        counts[index.get(pair, len(cells))] += 1
+    probs = np.append([expected[c] for c in cells], max(0.0, 1 - sum(expected.values())))
+    return chi_square_p(counts, probs / probs.sum())

@@ -1,0 +1,106 @@
+"""specchat as a user runs it: a subprocess in its own environment, the history it writes,
+an RPC server, a local package index's wheels."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+
+def specchat_env(tmp_path: Path) -> dict[str, str]:
+    """A user's environment with its own config, models folder and data folder (the history),
+    and where the package comes from when it is not installed (a GPU check's machine)."""
+    env = {"SPECCHAT_CONFIG": str(tmp_path / "config.toml"),
+           "SPECCHAT_MODELS_DIR": str(tmp_path / "models"), "PATH": "/usr/bin:/bin",
+           "XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path)}
+    env |= {k: os.environ[k] for k in ("PYTHONPATH", "LD_LIBRARY_PATH") if k in os.environ}
+    return env
+
+
+def specchat(*args: str, tmp_path: Path, stdin: str | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    """`specchat ARGS` as a user runs it, in `specchat_env`."""
+    return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True,
+                          text=True, env=specchat_env(tmp_path), timeout=120, input=stdin)
+
+
+def saved_replies(db_path) -> list[tuple[str, int]]:
+    """The assistant messages as another process sees them: (content, complete), oldest first."""
+    if not db_path.exists():
+        return []
+    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5) as db:
+        try:
+            return db.execute("SELECT content, complete FROM messages WHERE role = 'assistant' "
+                              "ORDER BY id").fetchall()
+        except sqlite3.OperationalError:  # the tables are not there yet
+            return []
+
+
+def replying(history: Path, n: int) -> None:
+    """Wait until the history holds `n` replies, the last one begun."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        replies = saved_replies(history)
+        if len(replies) == n and replies[-1][0]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no reply {n} within 2 minutes")
+
+
+def saved_reply(db_path) -> tuple[str, int] | None:
+    """The newest assistant message as another process sees it: (content, complete)."""
+    replies = saved_replies(db_path)
+    return replies[-1] if replies else None
+
+
+class RpcServer:
+    """`specchat rpc-server` on a free loopback port, as a subprocess a test starts and stops."""
+
+    def __init__(self, tmp_path: Path, threads: int = 1, port: int | None = None) -> None:
+        """`port`: where one that was stopped served (a free one by default)."""
+        import socket
+
+        if port is None:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+        self.port = port
+        self.endpoint = f"127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "specchat", "rpc-server", "--port", str(self.port),
+             "--threads", str(threads)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=specchat_env(tmp_path))
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line.startswith("specchat rpc-server on"), line
+        from specchat.backends.rpc import wait_for
+
+        wait_for(self.endpoint)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+def history_path(tmp_path: Path) -> Path:
+    """Where `specchat` in `specchat_env(tmp_path)` keeps its history."""
+    return tmp_path / "data" / "specchat" / "history.sqlite3"
+
+
+def make_wheel(folder: Path, name: str, version: str, member: str, payload: bytes) -> Path:
+    pkg = name.replace("-", "_")
+    wheel = folder / f"{pkg}-{version}-py3-none-any.whl"
+    info = f"{pkg}-{version}.dist-info"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(f"{pkg}/__init__.py", "")
+        zf.writestr(member, payload)
+        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                     "Tag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
+    return wheel

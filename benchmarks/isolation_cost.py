@@ -22,10 +22,10 @@ import time
 
 from benchmarks import arguments
 from benchmarks.rpc_latency import start_server
-from specchat.backends.base import Backend
 from specchat.backends.isolated import IsolatedBackend
 from specchat.backends.llamacpp import LlamaCppBackend
 from specchat.catalog.catalog import resolve_model
+from specchat.engine.backend import Backend
 
 PROMPT = "Write a Python function that parses a CSV line with quoted fields."
 

@@ -14,8 +14,8 @@ from dataclasses import replace
 import numpy as np
 
 from specchat import machine
-from specchat.backends.base import Backend
 from specchat.chat.session import ChatSession, Conversation
+from specchat.engine.backend import Backend
 from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.loading import build_engine, fit_drafter, load_drafter, load_target

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from specchat.backends.base import Backend
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, models_dir, resolve_model
+from specchat.engine.backend import Backend
 from specchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.loop import SpeculativeEngine
 from specchat.engine.sampling import SamplingParams

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from specchat.backends.base import Backend
 from specchat.engine import kvsync
+from specchat.engine.backend import Backend
 from specchat.engine.policy import expected_tokens
 from specchat.engine.sampling import row_summary
 

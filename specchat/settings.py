@@ -106,11 +106,11 @@ def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
 
 @dataclass
 class DraftOptions:
-    """How much to draft each round. The defaults (with the 0.5B draft) teach: every round
-    drafts, so every reply shows drafts accepted, refused and corrected, and its honest speedup
-    says when that is slower (0.53-0.69x on a 2-core CPU) and why. The adaptive combined
-    drafter, which `specchat tune --save` picks there, keeps pace with the target alone
-    (1.00-1.08x) but drafts little on a CPU: a first reply with it showed no draft at all."""
+    """How much to draft each round. The defaults (a fixed k with the default draft model) are
+    chosen to teach: every round drafts, so every reply shows drafts accepted, refused and
+    corrected, and its measured speedup says when that is slower, and why. What pays on a given
+    machine is `specchat tune`'s to find (docs/benchmark.md has the numbers on a 2-core CPU,
+    where the adaptive policy pays and drafts little)."""
 
     policy: str = opt("fixed", "fixed: draft k tokens a round; adaptive: choose up to k each "
                                "round from measured costs and acceptance", kind=one_of(POLICIES),

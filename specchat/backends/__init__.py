@@ -1,5 +1,3 @@
-"""Model backends: one model behind the small interface in `base.Backend`."""
-
-from specchat.backends.base import Backend
-
-__all__ = ["Backend"]
+"""Model backends: one model each behind the interface the engine defines in
+`specchat.engine.backend.Backend` (llama.cpp, llama.cpp in a child process for RPC servers,
+transformers)."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from specchat.backends.base import Backend
+from specchat.engine.backend import Backend
 from specchat.engine.drafters import Drafter
 from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine

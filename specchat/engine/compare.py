@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from specchat.backends.base import Backend
+from specchat.engine.backend import Backend
 from specchat.engine.events import TokenEvent, TurnEvent
 from specchat.engine.sampling import row_summary
 

@@ -16,8 +16,8 @@ from typing import Protocol
 
 import numpy as np
 
-from specchat.backends.base import Backend
 from specchat.engine import kvsync
+from specchat.engine.backend import Backend
 from specchat.engine.sampling import SamplingParams, row_summary, sample
 from specchat.engine.types import Draft, Plan
 

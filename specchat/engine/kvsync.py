@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specchat.backends.base import Backend
+from specchat.engine.backend import Backend
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from specchat.backends.base import Backend
 from specchat.engine import kvsync
+from specchat.engine.backend import Backend
 from specchat.engine.drafters import Drafter
 from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TokenKind
 from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, Policy

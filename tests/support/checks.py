@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from specchat.backends.base import Backend
 from specchat.chat.session import ChatSession, Conversation
+from specchat.engine.backend import Backend
 from specchat.engine.compare import batching_gap_drift, first_divergence
 from specchat.engine.drafters import CombinedDrafter, ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnEvent

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specchat.backends.base import Backend
+from specchat.engine.backend import Backend
 from specchat.engine.events import TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams

@@ -1,4 +1,5 @@
-"""The interface between one model and the engine.
+"""The interface between one model and the engine, defined by the engine (specchat/backends
+implements it for each runtime), so the engine imports no backend.
 
 A backend owns one model and its KV cache. It mirrors the cache as `tokens` (the ids whose
 keys/values the cache holds, in order), so the engine can reason about cache contents without

@@ -4,8 +4,9 @@ Models whose layers are on RPC servers run this way: ggml's RPC client aborts th
 when a server dies in the middle of a call, and waits forever on one that stopped without
 closing the connection. The child holds the model and its KV cache and answers `eval` over a
 socket pair, the logits rows through a shared memory file (a Qwen row is 600 KB, and both
-processes must take turns to move rows through a socket: docs/rpc.md measures both ways). This side loads only the vocabulary (no weights), so tokenizing, pieces
-and the chat template need no round trip, and mirrors the cache in `tokens` as every backend
+processes must take turns to move rows through a socket: docs/rpc.md measures both ways).
+This side loads only the vocabulary (no weights), so tokenizing, pieces and the chat template
+need no round trip, and mirrors the cache in `tokens` as every backend
 does (a truncation travels with the next eval: no round trip either).
 
 When the child is lost (the server died: ggml's message comes back first; no answer within the

@@ -4,14 +4,13 @@ Model work runs in thread workers that call the `ModelHost` and post messages (u
 with what they made; this screen's state changes only in their handlers, on the UI thread.
 Whether it is busy is read off its running workers. Esc sets the turn's cancel flag; the engine
 ends the turn after the round in flight with both caches consistent, and the partial reply is
-kept and marked as stopped. The model swaps are in its base, `ModelSwaps`.
+kept and marked as stopped. Loading and swapping models is its base's, `ModelLoading`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -19,23 +18,20 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import Footer, Header, Static
-from textual.worker import get_current_worker
 
 from specchat.chat.history import HistoryStore
-from specchat.chat.session import ChatSession, Conversation
 from specchat.chat.state import ChatState
 from specchat.engine.events import ContextEvent, RoundEvent, TurnEvent
 from specchat.engine.loop import SpeculativeEngine
-from specchat.errors import ModelNotInstalledError, SpecchatError
+from specchat.errors import SpecchatError
 from specchat.host import ModelHost
-from specchat.render import context_note, placement, slower_why
+from specchat.render import context_note, slower_why
 from specchat.settings import Settings
 from specchat.trace import Lane, Trace, lane_label
-from specchat.ui.fetch_screen import FetchScreen
 from specchat.ui.history_screen import HistoryScreen
 from specchat.ui.launch import Launch
-from specchat.ui.messages import EventBatch, ModelsReady, RaceReady, StatusLine, WorkerFailed
-from specchat.ui.model_swaps import ModelSwaps
+from specchat.ui.messages import EventBatch, RaceReady, StatusLine, WorkerFailed
+from specchat.ui.model_loading import ModelLoading
 from specchat.ui.pacing import StepGate, round_batches
 from specchat.ui.palette import draft_commands
 from specchat.ui.race_screen import RaceScreen
@@ -47,7 +43,7 @@ from specchat.ui.widgets import Legend, PromptInput, StatsPanel
 REDRAW_S = 0.25
 
 
-class ChatScreen(ModelSwaps):
+class ChatScreen(ModelLoading):
     BINDINGS = [
         Binding("escape", "stop", "Stop reply"),
         # priority: the prompt (a TextArea) would take ctrl+d as "delete right" otherwise
@@ -64,9 +60,7 @@ class ChatScreen(ModelSwaps):
 
     def __init__(self, settings: Settings, host: ModelHost, history: HistoryStore,
                  launch: Launch | None = None) -> None:
-        super().__init__(settings, host)
-        self.history = history
-        self.launch = launch or Launch()
+        super().__init__(settings, host, history, launch)
         self.cancel = threading.Event()
         self.gate = StepGate()
         self.show_rejected = True
@@ -106,54 +100,6 @@ class ChatScreen(ModelSwaps):
             self.start_replay(launch.replay, launch.replay_speed)
         else:
             self.load_models(launch.warm_up)
-
-    def target_path(self) -> Path | None:
-        return self.chat.engine.target.path if self.chat is not None else None
-
-    @property
-    def draft_name(self) -> str:
-        if self.chat is not None:
-            return self.chat.engine.drafter.name
-        replay = self.launch.replay
-        return str(replay.meta.get("draft", "?")) if replay else "?"
-
-    # -- loading ----------------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="models")
-    def load_models(self, warm_up: bool) -> None:
-        worker = get_current_worker()
-        try:
-            engine = self.host.load()
-            if warm_up:
-                self.host.warm_up(engine)
-        except ModelNotInstalledError as exc:
-            self.app.call_from_thread(self.app.push_screen, FetchScreen(str(exc)), self._fetched)
-            return
-        except SpecchatError as exc:
-            self.post_message(WorkerFailed(str(exc)))
-            return
-        if worker.is_cancelled:
-            engine.close()
-            return
-        self.post_message(ModelsReady(engine))
-
-    def _fetched(self, ok: bool | None) -> None:
-        if ok:
-            self.set_status("models fetched and verified; loading…")
-            self.load_models(self.launch.warm_up)
-
-    def on_models_ready(self, message: ModelsReady) -> None:
-        sampling = self.settings.sampling
-        session = ChatSession(message.engine, Conversation(system=sampling.system),
-                              sampling.context_policy)
-        self.chat = ChatState(session, self.history)
-        self.query_one(StatsPanel).show(self.transcript.stats, self.draft_name)
-        self.ready_for_input()
-        self.set_status(f"{placement(message.engine)} · Enter sends, Ctrl+J newline, Esc stops")
-        if self.history.problem:
-            self.set_status(f"[b]{self.history.problem}[/]")
-        elif interrupted := self.history.interrupted():
-            self.notify(f"A reply in “{interrupted[0].title}” was cut off when specchat stopped: "
-                        "Ctrl+O opens it (marked interrupted).", timeout=10)
 
     def on_worker_failed(self, message: WorkerFailed) -> None:
         if message.message is not None:
@@ -347,9 +293,3 @@ class ChatScreen(ModelSwaps):
         stored, messages = self.chat.open(conversation_id)
         self.transcript.show_messages(messages)
         self.set_status(f"opened: {stored.title}")
-
-    def settings_changed(self) -> None:
-        """The settings changed: the engine uses them from the next turn on."""
-        if self.chat is not None:
-            self.host.configure(self.chat.engine)
-            self.chat.session.context_policy = self.settings.sampling.context_policy

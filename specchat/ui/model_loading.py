@@ -1,35 +1,46 @@
-"""Swapping the target or the drafter mid-conversation: the menus (every GGUF on disk judged
-from its header off the UI thread), the load in a thread worker, and the new model taken on the
-UI thread. The conversation is kept: the new model catches up on it at the next turn.
+"""Loading models for the chat: the pair at start (fetched first when it is missing), and a new
+target or drafter mid-conversation from the menus (every GGUF on disk judged from its header off
+the UI thread). Each load runs in a thread worker and the model is taken on the UI thread; a
+swap keeps the conversation, and the new model catches up on it at the next turn.
 
-`ModelSwaps` is the chat screen's base: the flows and the few things they share with the rest
-of the screen (the status line, whether a model is busy, the input box).
+`ModelLoading` is the chat screen's base: these flows and the few things they share with the
+rest of the screen (the status line, whether a model is busy, the input box).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from textual import work
 from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from specchat.chat.history import HistoryStore
+from specchat.chat.session import ChatSession, Conversation
 from specchat.chat.state import ChatState
 from specchat.engine.loop import SpeculativeEngine
-from specchat.errors import SpecchatError
+from specchat.engine.stats import TurnStats
+from specchat.errors import ModelNotInstalledError, SpecchatError
 from specchat.host import ModelHost
+from specchat.render import placement
 from specchat.settings import Settings
-from specchat.ui.messages import DrafterReady, StatusLine, TargetReady, WorkerFailed
+from specchat.ui.fetch_screen import FetchScreen
+from specchat.ui.launch import Launch
+from specchat.ui.messages import DrafterReady, ModelsReady, StatusLine, TargetReady, WorkerFailed
 from specchat.ui.model_menu import ModelMenu, draft_choices, target_choices
-from specchat.ui.widgets import PromptInput
+from specchat.ui.widgets import PromptInput, StatsPanel
 
 MODEL_GROUPS = ("models", "turn")
 """Worker groups whose running workers make the screen busy."""
 
 
-class ModelSwaps(Screen):
-    def __init__(self, settings: Settings, host: ModelHost) -> None:
+class ModelLoading(Screen):
+    def __init__(self, settings: Settings, host: ModelHost, history: HistoryStore,
+                 launch: Launch | None = None) -> None:
         super().__init__()
-        self.settings, self.host = settings, host
+        self.settings, self.host, self.history = settings, host, history
+        self.launch = launch or Launch()
         self.chat: ChatState | None = None
         """The conversation, once the models are loaded (None in a replay)."""
         self.status_text = ""
@@ -52,6 +63,59 @@ class ModelSwaps(Screen):
         prompt = self.query_one(PromptInput)
         prompt.disabled = False
         prompt.focus()
+
+    def target_path(self) -> Path | None:
+        return self.chat.engine.target.path if self.chat is not None else None
+
+    @property
+    def draft_name(self) -> str:
+        if self.chat is not None:
+            return self.chat.engine.drafter.name
+        replay = self.launch.replay
+        return str(replay.meta.get("draft", "?")) if replay else "?"
+
+    @work(thread=True, exclusive=True, group="models")
+    def load_models(self, warm_up: bool) -> None:
+        worker = get_current_worker()
+        try:
+            engine = self.host.load()
+            if warm_up:
+                self.host.warm_up(engine)
+        except ModelNotInstalledError as exc:
+            self.app.call_from_thread(self.app.push_screen, FetchScreen(str(exc)), self._fetched)
+            return
+        except SpecchatError as exc:
+            self.post_message(WorkerFailed(str(exc)))
+            return
+        if worker.is_cancelled:
+            engine.close()
+            return
+        self.post_message(ModelsReady(engine))
+
+    def _fetched(self, ok: bool | None) -> None:
+        if ok:
+            self.set_status("models fetched and verified; loading…")
+            self.load_models(self.launch.warm_up)
+
+    def on_models_ready(self, message: ModelsReady) -> None:
+        sampling = self.settings.sampling
+        session = ChatSession(message.engine, Conversation(system=sampling.system),
+                              sampling.context_policy)
+        self.chat = ChatState(session, self.history)
+        self.query_one(StatsPanel).show(TurnStats(), self.draft_name)
+        self.ready_for_input()
+        self.set_status(f"{placement(message.engine)} · Enter sends, Ctrl+J newline, Esc stops")
+        if self.history.problem:
+            self.set_status(f"[b]{self.history.problem}[/]")
+        elif interrupted := self.history.interrupted():
+            self.notify(f"A reply in “{interrupted[0].title}” was cut off when specchat stopped: "
+                        "Ctrl+O opens it (marked interrupted).", timeout=10)
+
+    def settings_changed(self) -> None:
+        """The settings changed: the engine uses them from the next turn on."""
+        if self.chat is not None:
+            self.host.configure(self.chat.engine)
+            self.chat.session.context_policy = self.settings.sampling.context_policy
 
     def action_draft_menu(self) -> None:
         if self.chat is not None and not self.busy:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import llama_cpp
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("llama-bench", "llama-speculative-simple")
 
 

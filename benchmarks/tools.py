@@ -1,6 +1,9 @@
-"""llama.cpp's own tools beside specchat: its vendored source unpacked once, `llama-bench` and
-`llama-speculative-simple` built with install.sh's flags, their results parsed; and the one
-helper that writes a benchmark's table into a doc."""
+"""llama.cpp's own tools beside specchat: its vendored source unpacked once, `llama-bench`,
+`llama-speculative-simple` and `llama-server` built with install.sh's flags, their results
+parsed; and the one helper that writes a benchmark's table into a doc.
+
+    python -m benchmarks.tools llama-server     build the named tools, print where they are
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from pathlib import Path
 import llama_cpp
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = ("llama-bench", "llama-speculative-simple")
+TOOLS = ("llama-bench", "llama-speculative-simple", "llama-server")
 
 
 def llama_source() -> Path:
@@ -36,9 +39,10 @@ def llama_source() -> Path:
     return src
 
 
-def build_tools(src: Path) -> Path:
+def build_tools(src: Path, tools: tuple[str, ...] = TOOLS) -> Path:
+    """The folder holding `tools`, built in one cmake tree of `src` where they are missing."""
     build = src / "build"
-    if all((build / "bin" / t).exists() for t in TOOLS):
+    if all((build / "bin" / t).exists() for t in tools):
         return build / "bin"
     if not (ROOT / "install.sh").exists():
         sys.exit("building llama.cpp's tools needs a specchat checkout (install.sh)")
@@ -46,9 +50,10 @@ def build_tools(src: Path) -> Path:
                            capture_output=True, text=True).stdout.split()
     subprocess.run(["cmake", "-S", str(src), "-B", str(build), *flags,
                     "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF",
-                    "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_OPENSSL=OFF"], check=True)
+                    "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF"],
+                   check=True)
     subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2), "--target",
-                    *TOOLS], check=True)
+                    *tools], check=True)
     return build / "bin"
 
 
@@ -99,3 +104,7 @@ def speculative_simple(bin_dir: Path, target: Path, draft: Path, prompt: str, n:
         raise RuntimeError(f"llama-speculative-simple printed no rate or acceptance:\n{log[-2000:]}")
     accept = float(accepted[1]) / 100
     return ToolRun(float(decoded[3]), accept, int(decoded[1]), float(decoded[2]))
+
+
+if __name__ == "__main__":
+    print(build_tools(llama_source(), tuple(sys.argv[1:]) or TOOLS))

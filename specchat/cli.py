@@ -19,6 +19,7 @@ from specchat.settings import Settings
 
 if TYPE_CHECKING:
     from specchat.chat.history import HistoryStore
+    from specchat.chat.state import Session
 
 EXIT_USAGE = 2
 
@@ -33,17 +34,31 @@ def _engine(settings: Settings):
     return build_engine(settings)
 
 
-def cmd_ask(args: argparse.Namespace) -> int:
+def _session(settings: Settings) -> tuple[Session, str]:
+    """The conversation's session, local or on a llama-server (--server), and where its
+    replies come from in one line."""
     from specchat.chat.session import ChatSession, Conversation
-    from specchat.render import JsonRenderer, TerminalRenderer, placement
+    from specchat.render import placement
+
+    conversation = Conversation(system=settings.sampling.system)
+    policy = settings.sampling.context_policy
+    if settings.models.server:
+        from specchat.server.session import ServerSession
+
+        server = ServerSession.connect(settings.models.server, settings.models.baseline_server,
+                                       settings.sampling.params(), conversation, policy)
+        return server, server.where
+    local = ChatSession(_engine(settings), conversation, policy)
+    return local, placement(local.engine)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from specchat.render import JsonRenderer, TerminalRenderer
 
     settings = _settings(args)
-    engine = _engine(settings)
-    session = ChatSession(engine, Conversation(system=settings.sampling.system),
-                          settings.sampling.context_policy)
-    if engine.target.where != "here" or (engine.drafter.model and engine.drafter.model.where
-                                         != "here"):
-        print(f"specchat: {placement(engine)}", file=sys.stderr)
+    session, where = _session(settings)
+    if settings.models.server or where.count("(here)") < where.count("("):  # not all here
+        print(f"specchat: {where}", file=sys.stderr)
     if args.json:
         sinks: list[Callable[[Event], None]] = [JsonRenderer(sys.stdout)]
     else:
@@ -52,8 +67,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if args.trace:
             from specchat.trace import TraceWriter
 
+            target, draft = session.names()
             meta = {"prompt": args.prompt, "system": settings.sampling.system,
-                    "target": engine.target.name, "draft": engine.drafter.name,
+                    "target": target.rsplit("/", 1)[-1].removesuffix(".gguf"), "draft": draft,
                     "settings": settings.saved()}
             sinks.append(TraceWriter(stack.enter_context(open(args.trace, "w", encoding="utf-8")),
                                      meta))
@@ -67,17 +83,19 @@ def cmd_chat(args: argparse.Namespace) -> int:
     """A line-based chat in the terminal, saved to the history as it happens (the app's Ctrl+O
     opens it); Ctrl-C stops the reply being generated."""
     from specchat.chat.history import HistoryStore
-    from specchat.chat.session import ChatSession, Conversation
     from specchat.chat.state import ChatState
     from specchat.chat.worker import in_worker
-    from specchat.render import LEGEND, TerminalRenderer, placement
+    from specchat.render import LEGEND, TerminalRenderer
 
     out, err = Console(highlight=False), Console(stderr=True)
     settings = _settings(args)
-    err.print(f"loading {settings.models.target} with draft {settings.models.draft} …", style="dim")
-    session = ChatSession(_engine(settings), Conversation(system=settings.sampling.system),
-                          settings.sampling.context_policy)
-    err.print(placement(session.engine), style="dim", highlight=False)
+    if settings.models.server:
+        err.print(f"asking the llama-server at {settings.models.server} …", style="dim")
+    else:
+        err.print(f"loading {settings.models.target} with draft {settings.models.draft} …",
+                  style="dim")
+    session, where = _session(settings)
+    err.print(where, style="dim", highlight=False)
     generation = settings.sampling.generation()
     render = TerminalRenderer(out, err)
     chat = ChatState(session, HistoryStore())

@@ -23,7 +23,17 @@ STYLES: dict[TokenKind, str] = {
     TokenKind.TARGET: "",
 }
 LEGEND = "[green]accepted draft[/] [red strike]rejected draft[/] [yellow]target correction[/] " \
-         "[cyan]bonus[/] target"
+         "[cyan]bonus[/] target (✗: a rejected draft a server counted but did not show)"
+UNSEEN_REJECTED = "✗"
+"""How a rejected draft whose text is unknown is drawn: a llama-server reports them by count."""
+
+
+def shown_text(event: TokenEvent) -> str:
+    """The text a token is drawn with: its own, or the mark of a rejected draft known only by
+    count."""
+    if event.kind is TokenKind.REJECTED and not event.text:
+        return UNSEEN_REJECTED
+    return event.text
 
 
 def placement(engine: SpeculativeEngine) -> str:
@@ -81,7 +91,12 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
         parts.append(f"context shifts {turn.context_shifts} ({turn.shift_tokens} tokens "
                      f"re-evaluated in {turn.shift_s:.2f} s, not in the decode rate)")
     parts.append(f"TTFT {turn.ttft_s * 1000:.0f} ms")
-    parts.append(f"target passes {turn.target_passes}")
+    if turn.server:
+        parts.append(f"server's own: decode {turn.server.get('predicted_per_second', 0):.1f} "
+                     f"tok/s, prompt {turn.server.get('prompt_per_second', 0):.1f} tok/s")
+        parts.append(f"server steps {turn.target_passes}")
+    else:
+        parts.append(f"target passes {turn.target_passes}")
     parts.append(f"stop {turn.stop_reason}")
     return " · ".join(parts)
 
@@ -100,7 +115,7 @@ class TerminalRenderer:
         elif isinstance(event, TokenEvent):
             if event.kind is TokenKind.REJECTED and not (self.show_rejected and self.out.is_terminal):
                 return
-            self.out.print(Text(event.text, STYLES[event.kind]), end="", soft_wrap=True)
+            self.out.print(Text(shown_text(event), STYLES[event.kind]), end="", soft_wrap=True)
         elif isinstance(event, TurnEvent):
             self.out.print()
             self.err.print(stats_line(event, self.k_used), style="dim", highlight=False)

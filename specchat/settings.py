@@ -70,6 +70,16 @@ class ModelOptions:
     draft: str = opt("default", "GGUF path, catalog name, 'default', 'ngram', 'ngram+MODEL' "
                                       "(n-gram matches first, the model otherwise) or 'none'",
                      label="drafter", hint="as --draft takes it; the draft menu (Ctrl+D) swaps live")
+    server: str | None = opt(
+        None, "URL of a running llama-server (llama.cpp's own, e.g. http://127.0.0.1:8080): chat "
+              "with its models and watch its speculation instead of loading models here (bench: one "
+              "more arm, on the server, beside the local ones)",
+        kind=str, label="llama-server", hint="empty = models loaded here")
+    baseline_server: str | None = opt(
+        None, "URL of a second llama-server with the same target and no draft: each reply from "
+              "--server has its speedup measured against it (a server cannot answer without its "
+              "own speculation); bench runs it as the target-only arm", kind=str,
+        label="baseline llama-server", hint="empty = no speedup for --server replies")
     n_ctx: int = opt(4096, "context size in tokens", flag="--ctx", low=32)
     threads: int | None = opt(None, "CPU threads (default: all cores)", kind=int, low=1)
     target_gpu_layers: int | None = opt(

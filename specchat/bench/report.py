@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from specchat.bench.runner import Run
+from specchat.bench.runner import SERVER, Run
 from specchat.numbers import fmt, mean, percentile
 
 ALL = "all"
@@ -118,7 +118,8 @@ def _summary(category: str, arm: str, runs: Sequence[Run], step_s: float | None)
     alpha = accepted / drafted if drafted else None
     gamma = drafted / spec_rounds if spec_rounds else None
     c = v = predicted = None
-    if step_s and spec_rounds and alpha is not None and gamma is not None:
+    local = runs[0].drafter != SERVER  # a server's draft and verify costs are not timed here
+    if local and step_s and spec_rounds and alpha is not None and gamma is not None:
         c = sum(r.draft_s for r in runs) / drafted / step_s
         v = sum(r.spec_verify_s for r in runs) / spec_rounds / step_s
         v_plain = (sum(r.plain_verify_s for r in runs) / plain_rounds / step_s

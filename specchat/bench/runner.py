@@ -165,6 +165,11 @@ class Run:
 
 
 Progress = Callable[[int, int, Run], None]
+Remote = Callable[[list[int], GenerationSettings], Iterable[Event]]
+"""An arm that generates elsewhere (a llama-server): the same prompt ids as the local arms and
+the settings in, its events out."""
+SERVER = "server"
+"""The drafter label of a remote arm: its draft costs are the server's, not measured here."""
 
 
 class BenchRunner:
@@ -173,8 +178,9 @@ class BenchRunner:
     learned of the machine's costs from prompt to prompt, as it would in a long session."""
 
     def __init__(self, target: Backend, drafters: Mapping[str, Drafter], arms: Sequence[Arm],
-                 max_tokens: int | None = None) -> None:
+                 max_tokens: int | None = None, remote: Mapping[str, Remote] | None = None) -> None:
         self.target, self.max_tokens = target, max_tokens
+        self.remote = dict(remote or {})
         greedy = SamplingParams()
         self.engines = [(arm, SpeculativeEngine(target, drafters[arm.drafter], greedy,
                                                 arm.settings, np.random.default_rng(0)))
@@ -194,11 +200,14 @@ class BenchRunner:
         ids = self.prompt_ids(prompt)
         settings = GenerationSettings(max_tokens=self.max_tokens or prompt.max_tokens
                                       or DEFAULT_MAX_TOKENS, baseline_steps=BASELINE_STEPS)
+        labels = {"category": prompt.category, "prompt": prompt.name, "repeat": repeat}
         for arm, engine in self.engines:
             fresh(engine)
             yield Run.from_events(engine.generate(ids, settings), arm=arm.label,
-                                  drafter=arm.short_drafter, k=arm.fixed_k,
-                                  category=prompt.category, prompt=prompt.name, repeat=repeat)
+                                  drafter=arm.short_drafter, k=arm.fixed_k, **labels)
+        for label, remote in self.remote.items():
+            yield Run.from_events(remote(ids, settings), arm=label, drafter=SERVER, k=None,
+                                  **labels)
 
 
 def run_suite(
@@ -209,12 +218,13 @@ def run_suite(
     repeats: int = 1,
     max_tokens: int | None = None,
     progress: Progress | None = None,
+    remote: Mapping[str, Remote] | None = None,
 ) -> list[Run]:
-    """Each prompt through every arm, then the next prompt, `repeats` times; `drafters` maps
-    each arm's drafter spec to a loaded drafter."""
-    runner = BenchRunner(target, drafters, arms, max_tokens)
+    """Each prompt through every arm (the local ones, then the `remote` ones), then the next
+    prompt, `repeats` times; `drafters` maps each arm's drafter to a loaded drafter."""
+    runner = BenchRunner(target, drafters, arms, max_tokens, remote)
     runs: list[Run] = []
-    total = repeats * len(prompts) * len(arms)
+    total = repeats * len(prompts) * (len(arms) + len(runner.remote))
     for repeat in range(repeats):
         for p in prompts:
             for run in runner.run(p, repeat):

@@ -33,6 +33,10 @@ class ChatSession:
         self.conversation = conversation or Conversation()
         self.context_policy = context_policy
 
+    def names(self) -> tuple[str, str]:
+        """(target, draft) as the history keeps them: the target's file and the drafter."""
+        return str(self.engine.target.path), self.engine.drafter.name
+
     def render(self, messages: Sequence[tuple[str, str]]) -> list[int]:
         target = self.engine.target
         return target.tokenize(target.render_chat(messages))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Protocol
 
 from specchat.chat.history import HistoryStore, ReplyRecorder, StoredConversation, StoredMessage
 from specchat.chat.session import ChatSession, Conversation
@@ -18,8 +19,20 @@ from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.machine import conditional_rates
 
 
+class Session(Protocol):
+    """What the chat needs of a session: a local ChatSession, or a llama-server's."""
+
+    conversation: Conversation
+    context_policy: str
+
+    def names(self) -> tuple[str, str]: ...
+
+    def turn(self, user_text: str, settings: GenerationSettings | None = None,
+             cancel: threading.Event | None = None) -> Iterator[Event]: ...
+
+
 class ChatState:
-    def __init__(self, session: ChatSession, history: HistoryStore) -> None:
+    def __init__(self, session: Session, history: HistoryStore) -> None:
         self.session = session
         self.history = history
         self.conversation_id: int | None = None
@@ -32,17 +45,17 @@ class ChatState:
         """(drafted, accepted) of this conversation's drafting rounds."""
 
     @property
-    def engine(self) -> SpeculativeEngine:
-        return self.session.engine
+    def engine(self) -> SpeculativeEngine | None:
+        """The local engine (None when a llama-server generates the replies)."""
+        return self.session.engine if isinstance(self.session, ChatSession) else None
 
     def begin(self, text: str) -> None:
         """Save the user's message (the first one opens the conversation in the history) and
         start saving the reply to it."""
-        engine = self.engine
         if self.conversation_id is None:
+            target, draft = self.session.names()
             self.conversation_id = self.history.new_conversation(
-                text[:60], str(engine.target.path), engine.drafter.name,
-                self.session.conversation.system)
+                text[:60], target, draft, self.session.conversation.system)
         self.history.add_message(self.conversation_id, "user", text)
         self.recorder = ReplyRecorder(self.history, self.conversation_id)
 
@@ -63,7 +76,8 @@ class ChatState:
     def new(self) -> None:
         """Start a new conversation (saved once its first message is sent)."""
         self.session.conversation = Conversation(system=self.session.conversation.system)
-        self.engine.policy.costs.new_conversation()
+        if self.engine is not None:
+            self.engine.policy.costs.new_conversation()
         self._reset(None)
 
     def open(self, conversation_id: int) -> tuple[StoredConversation, list[StoredMessage]]:
@@ -82,9 +96,7 @@ class ChatState:
     def drafter_changed(self) -> None:
         """Note the new drafter in the history, from the next message on."""
         if self.conversation_id is not None:
-            engine = self.engine
-            self.history.set_models(self.conversation_id, str(engine.target.path),
-                                    engine.drafter.name)
+            self.history.set_models(self.conversation_id, *self.session.names())
 
     def acceptance(self, k_max: int) -> list[float]:
         """Conditional acceptance per draft position over this conversation's rounds, up to the

@@ -130,6 +130,9 @@ class TurnEvent:
     """How the baseline was measured: `N target-only steps at depth D` (timed right after the
     turn, continuing its text at the depth where it ended, then dropped), `this turn (target
     only)`, or `not measured` (a stopped turn, or baseline steps off)."""
+    server: dict[str, Any] | None = None
+    """A llama-server's own final `timings` for this reply (its prompt and decode rates, its
+    draft counters), where a server generated it; the numbers above are the client's."""
     type: str = field(default="turn", init=False)
 
     def to_json(self) -> dict[str, Any]:

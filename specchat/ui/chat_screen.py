@@ -238,13 +238,16 @@ class ChatScreen(ModelLoading):
         if self.busy or self.chat is None:
             self.notify("a race needs the models loaded and no reply running")
             return
+        engine = self.local_engine("a race")
+        if engine is None:
+            return
         users = [text for role, text in self.chat.session.conversation.messages if role == "user"]
         text = self.query_one(PromptInput).text.strip() or (users[-1] if users else "")
         if not text:
             self.notify("type a prompt first: F6 races it")
             return
         self.cancel = threading.Event()
-        self.run_race(self.chat.engine, text)
+        self.run_race(engine, text)
 
     @work(thread=True, exclusive=True, group="turn")
     def run_race(self, engine: SpeculativeEngine, text: str) -> None:
@@ -271,7 +274,9 @@ class ChatScreen(ModelLoading):
         if self.busy or self.chat is None:
             self.notify("the costs screen times the models: load them and let the reply finish")
             return
-        engine = self.chat.engine
+        engine = self.local_engine("the costs screen (it times the models)")
+        if engine is None:
+            return
         self.app.push_screen(WhyScreen(self.chat.acceptance(K_MAX), self.chat.speedups(),
                                        engine.draft_settings.k, engine.drafter.name, engine))
 

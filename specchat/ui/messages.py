@@ -11,6 +11,7 @@ from specchat.engine.drafters import Drafter
 from specchat.engine.events import Event
 from specchat.engine.loop import SpeculativeEngine
 from specchat.machine import Costs
+from specchat.server.session import ServerSession
 from specchat.trace import Lane
 
 
@@ -32,6 +33,11 @@ class WorkerFailed(Message):
 @dataclass
 class ModelsReady(Message):
     engine: SpeculativeEngine
+
+
+@dataclass
+class ServerReady(Message):
+    session: ServerSession
 
 
 @dataclass

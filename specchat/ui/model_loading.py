@@ -18,18 +18,26 @@ from textual.worker import get_current_worker
 
 from specchat.chat.history import HistoryStore
 from specchat.chat.session import ChatSession, Conversation
-from specchat.chat.state import ChatState
+from specchat.chat.state import ChatState, Session
 from specchat.engine.loop import SpeculativeEngine
 from specchat.engine.stats import TurnStats
 from specchat.errors import ModelNotInstalledError, SpecchatError
 from specchat.host import ModelHost
 from specchat.render import placement
+from specchat.server.session import ServerSession
 from specchat.settings import Settings
 from specchat.ui.fetch_screen import FetchScreen
 from specchat.ui.launch import Launch
-from specchat.ui.messages import DrafterReady, ModelsReady, StatusLine, TargetReady, WorkerFailed
+from specchat.ui.messages import (
+    DrafterReady,
+    ModelsReady,
+    ServerReady,
+    StatusLine,
+    TargetReady,
+    WorkerFailed,
+)
 from specchat.ui.model_menu import ModelMenu, draft_choices, target_choices
-from specchat.ui.widgets import PromptInput, StatsPanel
+from specchat.ui.widgets import Legend, PromptInput, StatsPanel
 
 MODEL_GROUPS = ("models", "turn")
 """Worker groups whose running workers make the screen busy."""
@@ -65,17 +73,31 @@ class ModelLoading(Screen):
         prompt.focus()
 
     def target_path(self) -> Path | None:
-        return self.chat.engine.target.path if self.chat is not None else None
+        engine = self.chat.engine if self.chat is not None else None
+        return engine.target.path if engine is not None else None
 
     @property
     def draft_name(self) -> str:
         if self.chat is not None:
-            return self.chat.engine.drafter.name
+            return self.chat.session.names()[1]
         replay = self.launch.replay
         return str(replay.meta.get("draft", "?")) if replay else "?"
 
+    def local_engine(self, what: str) -> SpeculativeEngine | None:
+        """The engine of models loaded here, or None (and the user told why) when a
+        llama-server generates the replies, or no model is loaded yet."""
+        if self.chat is None:
+            return None
+        if self.chat.engine is None:
+            self.notify(f"{what} needs the models loaded here: a llama-server's models and "
+                        "speculation are set when it starts (llama-server -m … -md …)")
+        return self.chat.engine
+
     @work(thread=True, exclusive=True, group="models")
     def load_models(self, warm_up: bool) -> None:
+        if self.settings.models.server:
+            self.connect_server()
+            return
         worker = get_current_worker()
         try:
             engine = self.host.load()
@@ -97,14 +119,33 @@ class ModelLoading(Screen):
             self.set_status("models fetched and verified; loading…")
             self.load_models(self.launch.warm_up)
 
+    def connect_server(self) -> None:
+        """Ask the llama-server what it runs (on the worker thread of `load_models`)."""
+        sampling = self.settings.sampling
+        try:
+            models = self.settings.models
+            session = ServerSession.connect(models.server or "", models.baseline_server,
+                                            sampling.params(), Conversation(system=sampling.system),
+                                            sampling.context_policy)
+        except SpecchatError as exc:
+            self.post_message(WorkerFailed(str(exc)))
+            return
+        self.post_message(ServerReady(session))
+
     def on_models_ready(self, message: ModelsReady) -> None:
         sampling = self.settings.sampling
-        session = ChatSession(message.engine, Conversation(system=sampling.system),
-                              sampling.context_policy)
+        self.start_chat(ChatSession(message.engine, Conversation(system=sampling.system),
+                                    sampling.context_policy), placement(message.engine))
+
+    def on_server_ready(self, message: ServerReady) -> None:
+        self.query_one(Legend).show(counted_rejections=True)
+        self.start_chat(message.session, message.session.where)
+
+    def start_chat(self, session: Session, where: str) -> None:
         self.chat = ChatState(session, self.history)
         self.query_one(StatsPanel).show(TurnStats(), self.draft_name)
         self.ready_for_input()
-        self.set_status(f"{placement(message.engine)} · Enter sends, Ctrl+J newline, Esc stops")
+        self.set_status(f"{where} · Enter sends, Ctrl+J newline, Esc stops")
         if self.history.problem:
             self.set_status(f"[b]{self.history.problem}[/]")
         elif interrupted := self.history.interrupted():
@@ -113,26 +154,28 @@ class ModelLoading(Screen):
 
     def settings_changed(self) -> None:
         """The settings changed: the engine uses them from the next turn on."""
-        if self.chat is not None:
+        if self.chat is None:
+            return
+        if self.chat.engine is not None:
             self.host.configure(self.chat.engine)
-            self.chat.session.context_policy = self.settings.sampling.context_policy
+        elif isinstance(self.chat.session, ServerSession):
+            self.chat.session.sampling = self.settings.sampling.params()
+        self.chat.session.context_policy = self.settings.sampling.context_policy
 
     def action_draft_menu(self) -> None:
-        if self.chat is not None and not self.busy:
-            self.open_menu("draft", self.status_text)
+        if not self.busy and (engine := self.local_engine("changing the draft")):
+            self.open_menu(engine, "draft", self.status_text)
             self.set_status("reading model headers…")
 
     def action_target_menu(self) -> None:
-        if self.chat is not None and not self.busy:
-            self.open_menu("target", self.status_text)
+        if not self.busy and (engine := self.local_engine("changing the target")):
+            self.open_menu(engine, "target", self.status_text)
             self.set_status("reading model headers…")
 
     @work(thread=True, exclusive=True, group="menu")
-    def open_menu(self, role: str, status: str) -> None:
+    def open_menu(self, engine: SpeculativeEngine, role: str, status: str) -> None:
         """Judge every GGUF on disk from its header off the UI thread (a Qwen header takes most
         of a second to read the first time), then show the menu."""
-        assert self.chat is not None
-        engine = self.chat.engine
         if role == "draft":
             choices = draft_choices(engine.target.path)
             empty = "" if any(c.ok for c in choices[2:]) else \
@@ -152,8 +195,9 @@ class ModelLoading(Screen):
         if self.busy or self.chat is None:
             self.notify("stop the reply first (Esc), then swap the draft")
             return
-        self.set_status(f"loading draft {choice}…")
-        self.load_draft(self.chat.engine, choice)
+        if engine := self.local_engine("changing the draft"):
+            self.set_status(f"loading draft {choice}…")
+            self.load_draft(engine, choice)
 
     @work(thread=True, exclusive=True, group="models")
     def load_draft(self, engine: SpeculativeEngine, choice: str) -> None:
@@ -168,7 +212,7 @@ class ModelLoading(Screen):
         self.post_message(DrafterReady(drafter, choice))
 
     def on_drafter_ready(self, message: DrafterReady) -> None:
-        assert self.chat is not None
+        assert self.chat is not None and self.chat.engine is not None
         self.chat.engine.use_drafter(message.drafter)
         self.settings.models.draft = message.choice
         self.chat.drafter_changed()
@@ -179,9 +223,10 @@ class ModelLoading(Screen):
         if self.busy or self.chat is None:
             self.notify("stop the reply first (Esc), then change the target")
             return
-        self.set_status(f"loading target {choice}…")
-        self.query_one(PromptInput).disabled = True
-        self.load_target(self.chat.engine, choice)
+        if engine := self.local_engine("changing the target"):
+            self.set_status(f"loading target {choice}…")
+            self.query_one(PromptInput).disabled = True
+            self.load_target(engine, choice)
 
     @work(thread=True, exclusive=True, group="models")
     def load_target(self, engine: SpeculativeEngine, choice: str) -> None:
@@ -195,7 +240,7 @@ class ModelLoading(Screen):
         self.post_message(TargetReady(fresh, note))
 
     def on_target_ready(self, message: TargetReady) -> None:
-        assert self.chat is not None
+        assert self.chat is not None and isinstance(self.chat.session, ChatSession)
         self.chat.session.engine = message.engine
         self.set_status(f"target: {message.engine.target.name}{message.note}")
         self.ready_for_input()

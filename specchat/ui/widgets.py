@@ -12,6 +12,7 @@ from textual.widgets import Static, TextArea
 from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.numbers import fmt
+from specchat.render import UNSEEN_REJECTED, shown_text
 from specchat.ui.theming import token_style
 
 LEGEND_TEXT = {
@@ -28,8 +29,15 @@ class Legend(Static):
     """What each token colour means, in the theme's own colours."""
 
     def on_mount(self) -> None:
+        self.show()
+
+    def show(self, counted_rejections: bool = False) -> None:
+        """`counted_rejections`: replies come from a server that counts rejected drafts
+        without their text, so the legend says what their mark means."""
         parts = []
         for kind, label in LEGEND_TEXT.items():
+            if kind is TokenKind.REJECTED and counted_rejections:
+                label += f" ({UNSEEN_REJECTED}: counted by the server)"
             parts += [Content.styled(f" {label} ", token_style(kind)), Content(" ")]
         self.update(Content.assemble(*parts))
 
@@ -52,7 +60,7 @@ class LiveReply(Static):
 
     def add_tokens(self, events: list[TokenEvent]) -> None:
         """Take the tokens; the app redraws at its own pace with `refresh_content`."""
-        self.pieces += [(e.kind, e.text) for e in events]
+        self.pieces += [(e.kind, shown_text(e)) for e in events]
 
     def set_plain(self, text: str, kind: TokenKind = TokenKind.TARGET) -> None:
         self.pieces = [(kind, text)]
@@ -163,6 +171,12 @@ class StatsPanel(Static):
             self.session_tokens += final.n_tokens
             self.session_saved += saved
             lines.append(f"stop              {final.stop_reason}")
+        if final and final.server:
+            lines += ["", "[b]the server's own[/b] (its timings)",
+                      f"decode tok/s      {fmt(final.server.get('predicted_per_second'), '.1f')}",
+                      f"prompt tok/s      {fmt(final.server.get('prompt_per_second'), '.1f')}",
+                      f"drafted/accepted  {final.server.get('draft_n', 0)}/"
+                      f"{final.server.get('draft_n_accepted', 0)}"]
         lines += ["", f"[b]session[/b]  tokens {self.session_tokens}, "
                       f"target passes saved {self.session_saved}"]
         self.update(Content.from_markup("\n".join(lines)), layout=False)  # fixed-size panel

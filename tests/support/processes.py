@@ -104,3 +104,57 @@ def make_wheel(folder: Path, name: str, version: str, member: str, payload: byte
                                      "Tag: py3-none-any\n")
         zf.writestr(f"{info}/RECORD", "")
     return wheel
+
+
+def llama_server_binary() -> Path | None:
+    """llama.cpp's own `llama-server`, built from the installed llama-cpp-python's vendored
+    source (`python -m benchmarks.tools llama-server`; .ci/run does it), or $SPECCHAT_LLAMA_SERVER."""
+    if os.environ.get("SPECCHAT_LLAMA_SERVER"):
+        return Path(os.environ["SPECCHAT_LLAMA_SERVER"])
+    import llama_cpp
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specchat"
+    path = (cache / "llama.cpp" / f"llama_cpp_python-{llama_cpp.__version__}" / "vendor" /
+            "llama.cpp" / "build" / "bin" / "llama-server")
+    return path if path.exists() else None
+
+
+class LlamaServer:
+    """`llama-server -m TARGET [-md DRAFT]` on a free loopback port, started and stopped by a
+    test; `url` answers once the model is loaded."""
+
+    def __init__(self, binary: Path, target: Path, draft: Path | None = None, n_max: int = 3,
+                 n_ctx: int = 1024, log: Path | None = None) -> None:
+        import socket
+        import urllib.request
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        args = [str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(self.port),
+                "-c", str(n_ctx), "-t", "1", "-np", "1", "-ngl", "0"]
+        if draft is not None:
+            args += ["-md", str(draft), "--spec-type", "draft-simple", "-ngld", "0",
+                     "--spec-draft-n-max", str(n_max),
+                     "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
+        self.log = open(log or os.devnull, "w")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"llama-server exited with {self.proc.returncode}: {args}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise AssertionError("llama-server did not load its model in 2 minutes")
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        self.log.close()

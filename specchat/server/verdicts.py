@@ -1,0 +1,160 @@
+"""A llama-server reply, streamed with `timings_per_token`, turned into specchat's event stream.
+
+The server sends every generated token in a chunk of its own, with its cumulative draft
+counters (`draft_n`, `draft_n_accepted`) in `timings`. It adds a verify step's counts before it
+sends that step's tokens, so the chunk where the counters move opens a step of `accepted + 1`
+tokens: the accepted drafts, then the target's own token (a correction when fewer than drafted
+were accepted, a bonus when all were). A token whose chunk moves no counter is a plain target
+step. Rejected drafts are known by count only: each is a REJECTED token with no text and id -1.
+`tokens_predicted` counts the tokens generated so far, so a token the server held back (the
+first half of a multi-byte character) is still counted, its text arriving with the next one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.stats import TurnStats
+
+UNKNOWN_ID = -1
+"""The id of a token the server did not name (a rejected draft, or a held-back token)."""
+STOP_REASONS = {"eos": "eos", "word": "stop_string", "limit": "max_tokens"}
+
+
+@dataclass
+class _Step:
+    """A verify step in flight: its counts and the tokens that have arrived for it."""
+
+    drafted: int
+    accepted: int
+    tokens: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return self.accepted + 1
+
+
+@dataclass
+class ServerReply:
+    """Turns the chunks of one reply into events; `events` yields them as they are due."""
+
+    draft: str
+    t0: float = field(default_factory=time.perf_counter)
+    stats: TurnStats = field(default_factory=TurnStats)
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    counters: tuple[int, int] = (0, 0)
+    generated: int = 0
+    step: _Step | None = None
+    last_t: float = 0.0
+    k_max: int = 0
+    final: dict[str, Any] = field(default_factory=dict)
+    stop_reason: str = "cancelled"
+
+    def events(self, chunks: Iterable[dict[str, Any]], cancel: threading.Event | None = None,
+               ) -> Iterator[Event]:
+        """Every token and one RoundEvent per server step (the caller makes the TurnEvent with
+        `turn`). Setting `cancel` ends the reply after the chunk in hand (the caller's generator
+        closes the stream, which stops the server)."""
+        for chunk in chunks:
+            yield from self.take(chunk)
+            if chunk.get("stop"):
+                self.final = dict(chunk.get("timings") or {})
+                self.stop_reason = STOP_REASONS.get(str(chunk.get("stop_type")), "eos")
+                break
+            if cancel is not None and cancel.is_set():
+                break
+        yield from self.close()
+
+    def take(self, chunk: dict[str, Any]) -> Iterator[Event]:
+        n = int(chunk.get("tokens_predicted") or 0)
+        if n <= self.generated:  # no new token (prompt progress, the final summary)
+            return
+        now = time.perf_counter() - self.t0
+        ids = list(chunk.get("tokens") or [])
+        pieces = [(UNKNOWN_ID, "")] * (n - self.generated - 1) + [
+            (ids[-1] if ids else UNKNOWN_ID, str(chunk.get("content") or ""))]
+        self.generated = n
+        timings = chunk.get("timings") or {}
+        counters = (int(timings.get("draft_n") or 0), int(timings.get("draft_n_accepted") or 0))
+        if counters != self.counters:
+            # a token held back (half a character) finishes the step before: the chunk's last
+            # token is the new step's, whose counts the server added before sending it
+            step = self.step
+            owed = step.size - len(step.tokens) if step is not None else 0
+            for piece in pieces[:min(owed, len(pieces) - 1)]:
+                yield from self.add(piece, now)
+            pieces = pieces[min(owed, len(pieces) - 1):]
+            yield from self.close(now)
+            drafted, accepted = (c - p for c, p in zip(counters, self.counters))
+            self.counters = counters
+            self.step = _Step(drafted, accepted)
+            self.k_max = max(self.k_max, drafted)
+        for piece in pieces:
+            yield from self.add(piece, now)
+
+    def add(self, piece: tuple[int, str], now: float) -> Iterator[Event]:
+        """One token into the step in flight (a plain target step when none is open)."""
+        if self.step is None:
+            self.step = _Step(0, 0)
+        self.step.tokens.append(piece)
+        if len(self.step.tokens) == self.step.size:
+            yield from self.close(now)
+
+    def close(self, now: float | None = None) -> Iterator[Event]:
+        """The events of the step in flight (a step cut short ends with what arrived)."""
+        step, self.step = self.step, None
+        if step is None or not step.tokens:
+            return
+        now = time.perf_counter() - self.t0 if now is None else now
+        n_round = self.stats.rounds
+        for i, (token, text) in enumerate(step.tokens):
+            if i < step.accepted:
+                kind = TokenKind.ACCEPTED
+            elif not step.drafted:
+                kind = TokenKind.TARGET
+            else:
+                kind = TokenKind.BONUS if step.accepted == step.drafted else TokenKind.CORRECTED
+                for _ in range(step.drafted - step.accepted):
+                    yield TokenEvent(kind=TokenKind.REJECTED, id=UNKNOWN_ID, text="",
+                                     position=len(self.token_ids), round=n_round, p=None, q=None,
+                                     logit_gap=None)
+            yield TokenEvent(kind=kind, id=token, text=text, position=len(self.token_ids),
+                             round=n_round, p=None, q=None, logit_gap=None)
+            self.token_ids.append(token)
+            self.text += text
+        event = RoundEvent(n_round, step.drafted, step.drafted, step.accepted, 0.0,
+                           now - self.last_t, len(step.tokens), now, "server")
+        self.last_t = now
+        self.stats.add_round(event)
+        yield event
+
+    def turn(self, prompt_ids: list[int], baseline: tuple[float, str] | None = None) -> TurnEvent:
+        """The turn summary, its numbers from this side's clock as the tokens arrived, with the
+        server's final timings; `baseline`: the target-only rate (0: not measured) and how it
+        was measured, on the same clock."""
+        wall = time.perf_counter() - self.t0
+        event = self.stats.turn_event(
+            text=self.text, token_ids=self.token_ids, prompt_ids=prompt_ids, wall_s=wall,
+            target_passes=self.stats.rounds, draft_passes=self.stats.drafted, draft=self.draft,
+            k=self.k_max, policy="llama-server", stop_reason=self.stop_reason)
+        fields = _fields(event)
+        if self.final:
+            fields["server"] = self.final
+        if baseline is not None:
+            rate, how = baseline
+            decode = event.tokens_per_second
+            fields.update(baseline_tokens_per_second=rate or None, baseline_source=how,
+                          speedup=decode / rate if decode and rate else None)
+        return TurnEvent(**fields)
+
+
+def _fields(event: TurnEvent) -> dict[str, Any]:
+    data = event.to_json()
+    data.pop("type")
+    return data

@@ -63,8 +63,9 @@ def slower_why(turn: TurnEvent) -> str:
     round_steps = turn.decode_s / (turn.rounds - 1) * turn.baseline_tokens_per_second
     per_round = (turn.n_tokens - 1) / (turn.rounds - 1)
     # fits one status line beside "N tokens · stop: …" (the chat pane is 112 columns of 160)
+    why = "specchat bench --server" if turn.server else "F7, specchat tune"
     return (f" · {turn.speedup:.2f}x: {round_steps:.1f} steps a round for {per_round:.1f} "
-            "tokens (why: F7, specchat tune)")
+            f"tokens (why: {why})")
 
 
 def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:

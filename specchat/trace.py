@@ -69,6 +69,8 @@ def _fits(value: Any, hint: Any) -> bool:
     if typing.get_origin(hint) is list:
         (item,) = typing.get_args(hint)
         return isinstance(value, list) and all(_fits(v, item) for v in value)
+    if typing.get_origin(hint) is dict:  # a server's timings: names to numbers
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
     if hint is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if hint is int:

@@ -34,9 +34,9 @@ class ServerModels:
 
     target: str
     speculation: str | None
-    """The server's speculative methods (`draft-simple`: a draft model, `ngram-simple`, …; `on`
-    before its first reply, when its slots do not list them yet); None when it does not
-    speculate, or hides its slots (--no-slots)."""
+    """The server's speculative methods (`draft-simple`: a draft model, `ngram-simple`, …;
+    `speculating` before its first reply, when its slots do not list them yet); None when it
+    does not speculate, or hides its slots (--no-slots)."""
     n_ctx: int | None
 
 
@@ -91,7 +91,7 @@ class ServerClient:
             slot = {}  # started with --no-slots: it does not say
         types = [t for t in str((slot.get("params") or {}).get("speculative.types", "")).split(",")
                  if t and t != "none"]
-        speculation = (",".join(types) or "on") if slot.get("speculative") else None
+        speculation = (",".join(types) or "speculating") if slot.get("speculative") else None
         return ServerModels(_stem(target), speculation, int(n_ctx) if n_ctx else None)
 
     def render_chat(self, messages: list[tuple[str, str]]) -> str:

@@ -37,7 +37,7 @@ class Legend(Static):
         parts = []
         for kind, label in LEGEND_TEXT.items():
             if kind is TokenKind.REJECTED and counted_rejections:
-                label += f" ({UNSEEN_REJECTED}: counted by the server)"
+                label += f" ({UNSEEN_REJECTED}: count only)"
             parts += [Content.styled(f" {label} ", token_style(kind)), Content(" ")]
         self.update(Content.assemble(*parts))
 

@@ -21,6 +21,7 @@ from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.server.client import ServerClient, ServerError
 from specchat.server.session import ServerSession
 from specchat.server.verdicts import UNKNOWN_ID
+from specchat.trace import read_trace
 from specchat.ui.widgets import Legend, StatsPanel
 
 PROMPT = "count from one to twenty: one two three"
@@ -130,12 +131,15 @@ def test_a_stopped_reply_keeps_what_came_and_the_server_answers_the_next(spec_se
 
 
 def test_ask_and_chat_with_server_and_a_server_that_is_down(spec_server, tmp_path):
+    trace = tmp_path / "served.jsonl"
     proc = specchat("ask", PROMPT, "--server", spec_server.url, "--max-tokens", "12", "--json",
-                    tmp_path=tmp_path)
+                    "--trace", str(trace), tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert f"llama-server {spec_server.url}" in proc.stderr
     turn = json.loads(proc.stdout.splitlines()[-1])
     assert turn["type"] == "turn" and turn["n_tokens"] == 12 and "draft_n" in turn["server"]
+    recorded = read_trace(trace)  # a server's turn replays like any other
+    assert recorded.events[-1].server == turn["server"] and recorded.meta["draft"].startswith("server: ")
     chat = specchat("chat", "--server", spec_server.url, "--max-tokens", "8", tmp_path=tmp_path,
                     stdin="first\nsecond\n")
     assert chat.returncode == 0, chat.stderr
@@ -160,7 +164,7 @@ def test_the_app_on_a_server_streams_counted_verdicts_and_says_whose_numbers(spe
             await ready(app, pilot)
             screen = app.chat_screen
             assert f"llama-server {spec_server.url}" in screen.status_text
-            assert "counted by the server" in str(screen.query_one(Legend).render())
+            assert "rejected draft (✗: count only)" in str(screen.query_one(Legend).render())
             await say(app, pilot, "hello there")
             turn = screen.transcript.last_turn
             assert turn.n_tokens == 16 and turn.server is not None

@@ -6,6 +6,8 @@
 #   ./install.sh --dev      also install the test tools (and the transformers backend)
 #   ./install.sh --transformers   also install the transformers backend (torch)
 #   ./install.sh --no-models   skip the model fetch
+#   ./install.sh --client   the light install: specchat without llama-cpp-python, torch or models
+#                           (chat with a llama-server, replay and race traces); compiles nothing
 #   ./install.sh --print-cmake-args   print the llama.cpp build flags for this machine and stop
 #
 # Accelerator: SPECCHAT_ACCEL=auto|cpu|cuda|metal (auto: CUDA where nvidia-smi lists a GPU and
@@ -20,12 +22,14 @@ LLAMA_CPP_PYTHON=0.3.36
 extras=""
 fetch_models=1
 print_args=0
+client=0
 for arg in "$@"; do
   case "$arg" in
     --dev) extras="[dev]" ;;
     --transformers) [ -n "$extras" ] || extras="[transformers]" ;;
     --print-cmake-args) print_args=1 ;;
     --no-models) fetch_models=0 ;;
+    --client) client=1 ;;
     *) echo "install.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -79,6 +83,13 @@ else
 fi
 py="$venv/bin/python"
 "$py" -m pip install --quiet --disable-pip-version-check --upgrade pip
+
+if [ "$client" = 1 ]; then
+  "$py" -m pip install --quiet --disable-pip-version-check -e .
+  echo "specchat (client) installed in $venv: --server URL, replay and race of traces;" \
+       "models loaded here need ./install.sh"
+  exit 0
+fi
 
 
 # One wheel per llama-cpp-python version and build flags, kept between installs (the build

@@ -171,6 +171,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_rpc_server(args: argparse.Namespace) -> int:
     """Serve this machine's GPUs (or CPU) to specchat's --rpc on other machines."""
+    from specchat.loading import require_llama_cpp
+
+    require_llama_cpp()
     from specchat.backends import rpc
 
     rpc.serve(args.host, args.port, args.threads, args.cache, args.expose)

@@ -6,6 +6,7 @@ drafter, so `ask`, `chat`, the TUI and the benchmark all get the same checks and
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +20,17 @@ from specchat.engine.loop import SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import CacheTruncationError, IncompatibleDraftError, SpecchatError
 from specchat.settings import BACKENDS, ModelOptions, Settings
+
+NEEDS_LLAMA_CPP = ("models loaded here need llama-cpp-python, which this install leaves out: run "
+                   "./install.sh (it builds it for this machine), or chat with a running "
+                   "llama-server (--server URL)")
+
+
+def require_llama_cpp() -> None:
+    """Refuse in one line, before any model is looked for, where llama.cpp is not installed
+    (the client install)."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise SpecchatError(NEEDS_LLAMA_CPP)
 
 
 def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | None,
@@ -44,6 +56,8 @@ def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | 
 
 
 def load_target(choice: str, options: ModelOptions, catalog: Catalog | None = None) -> Backend:
+    if options.backend == "llamacpp":
+        require_llama_cpp()
     path = resolve_model(choice, "target", catalog)
     return load_model(path, options, options.n_ctx, options.target_gpu_layers, options.rpc)
 

@@ -12,6 +12,7 @@ from typing import IO
 from rich.console import Console
 from rich.text import Text
 
+from specchat.engine.cpu import busy_note
 from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.loop import SpeculativeEngine
 
@@ -55,7 +56,10 @@ def context_note(event: ContextEvent) -> str:
 
 def slower_why(turn: TurnEvent) -> str:
     """One line of why a reply was slower than the target alone, from what the turn measured:
-    a round's cost in target steps against the tokens a round yielded."""
+    a round's cost in target steps against the tokens a round yielded; or that other programs
+    took the CPU, when they did (then no number of it stands)."""
+    if note := busy_note(turn.others_cpu):
+        return f" · {note}"
     if not turn.speedup or turn.speedup >= 1 or not turn.baseline_tokens_per_second \
             or turn.rounds < 2 or not turn.mean_accepted_length:
         return ""
@@ -99,6 +103,8 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
     else:
         parts.append(f"target passes {turn.target_passes}")
     parts.append(f"stop {turn.stop_reason}")
+    if note := busy_note(turn.others_cpu):
+        parts.append(note.upper()[:1] + note[1:])
     return " · ".join(parts)
 
 

@@ -30,6 +30,7 @@ from rich.table import Table
 from specchat import machine
 from specchat.bench.runner import Prompt, fresh, load_prompts
 from specchat.config import Config
+from specchat.engine import cpu
 from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.events import RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
@@ -122,6 +123,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
             progress.update(task, advance=1, description=text)
 
     ids = [target.tokenize(target.render_chat([("user", p.text)])) for p in prompts]
+    cpu_start = cpu.sample()
     ModelHost.warm_up(engines["none"])
     target.eval(ids[0], len(ids[0]) - 1)
     verify = machine.verify_ms(target, repeats=3)
@@ -170,6 +172,8 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     paying = best.measured_speedup is not None and best.measured_speedup >= MARGIN
     recommended = ({"draft": best.draft, "k": best.k, "policy": best.policy} if paying
                    else {"draft": "none", "k": DraftSettings().k, "policy": "fixed"})
+    others = cpu.others_share(cpu_start, cpu.sample())
+    busy = cpu.busy_note(others, "the calibration")
     target.close()
     for drafter in drafters.values():
         drafter.close()
@@ -179,10 +183,11 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         "verify_cost": [{"n": n, "ms": round(ms, 3), "ratio": round(ms / verify[0], 3)}
                         for n, ms in zip(machine.SIZES, verify)],
         "draft_ms": draft_ms, "draft_ms_in_turn": in_turn, "drafters": [asdict(a) for a in arms],
-        "recommended": recommended,
-        "why": (f"{best.draft} {best.policy} k={best.k} measured {best.measured_speedup:.2f}x"
-                if paying else "no drafter measured more than "
-                f"{(MARGIN - 1) * 100:.0f}% faster than the target alone here"),
+        "others_cpu": others,
+        "recommended": None if busy else recommended,
+        "why": busy or (f"{best.draft} {best.policy} k={best.k} measured "
+                        f"{best.measured_speedup:.2f}x" if paying else "no drafter measured more "
+                        f"than {(MARGIN - 1) * 100:.0f}% faster than the target alone here"),
     }
 
 
@@ -218,8 +223,13 @@ def run(args: argparse.Namespace) -> int:
         v = {row["n"]: row["ratio"] for row in result["verify_cost"]}
         console.print(f"verifying 2, 4, 8 tokens costs {v[2]:.2f}, {v[4]:.2f}, {v[8]:.2f} "
                       "target steps here.")
-        console.print(f"recommended: --draft {rec['draft']} --policy {rec['policy']} "
-                      f"--k {rec['k']} ({result['why']})")
+        if rec is None:
+            console.print(f"no recommendation: {result['why']}; run it again on a quiet machine")
+        else:
+            console.print(f"recommended: --draft {rec['draft']} --policy {rec['policy']} "
+                          f"--k {rec['k']} ({result['why']})")
+    if args.save and rec is None:
+        raise SpecchatError(f"not saving: {result['why']}")
     if args.save:
         config = Config.load()
         if config.error:

@@ -130,6 +130,10 @@ class TurnEvent:
     """How the baseline was measured: `N target-only steps at depth D` (timed right after the
     turn, continuing its text at the depth where it ended, then dropped), `this turn (target
     only)`, or `not measured` (a stopped turn, or baseline steps off)."""
+    others_cpu: float | None = None
+    """The share of this machine's CPU time other programs used during the turn (its baseline
+    steps included): above 0.2 its timings are unreliable. None where not measured (not Linux,
+    or a model runs in another process)."""
     server: dict[str, Any] | None = None
     """A llama-server's own final `timings` for this reply (its prompt and decode rates, its
     draft counters), where a server generated it; the numbers above are the client's."""

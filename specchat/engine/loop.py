@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from specchat.engine import kvsync
+from specchat.engine import cpu, kvsync
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import Drafter
 from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TokenKind
@@ -177,6 +177,9 @@ class SpeculativeEngine:
             return time.perf_counter() - suspended
 
         t_start = clock()
+        models = [m for m in (self.target, self.drafter.model) if m is not None]
+        # another process's CPU would count as another program's
+        cpu_start = cpu.sample() if all(m.where.startswith("here") for m in models) else None
         committed = list(prompt_ids)
         reply = _Reply(self.target, settings)
         stats = TurnStats()
@@ -252,6 +255,7 @@ class SpeculativeEngine:
             draft_passes=self.drafter.passes - passes_at_start[1],
             draft=self.drafter.name, k=self.draft_settings.k, policy=self.policy.name,
             stop_reason=reply.stop_reason, baseline=baseline, baseline_source=source,
+            others_cpu=cpu.others_share(cpu_start, cpu.sample() if cpu_start else None),
         )
 
     def _refill(self, committed: list[int]) -> int:

@@ -116,6 +116,7 @@ class TurnStats:
         self, *, text: str, token_ids: list[int], prompt_ids: list[int], wall_s: float,
         target_passes: int, draft_passes: int, draft: str, k: int, policy: str, stop_reason: str,
         baseline: float | None = None, baseline_source: str = "not measured",
+        others_cpu: float | None = None,
     ) -> TurnEvent:
         """The turn summary; `baseline` is the target-only decode rate the speedup is taken
         against, and `baseline_source` says how it was measured."""
@@ -149,4 +150,5 @@ class TurnStats:
             speedup=rate / baseline if rate and baseline else None,
             baseline_tokens_per_second=baseline,
             baseline_source=baseline_source,
+            others_cpu=others_cpu,
         )

@@ -67,3 +67,5 @@ class StatusLine(Message):
 class CostsMeasured(Message):
     costs: Costs | None
     error: str = ""
+    busy: str = ""
+    """Other programs took the CPU while the costs were timed: say so (M times again)."""

@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
+from specchat.engine import cpu
 from specchat.engine.loop import SpeculativeEngine
 from specchat.errors import SpecchatError
 from specchat.host import ModelHost
@@ -55,6 +56,7 @@ class WhyScreen(Screen):
         self.engine, self.costs = engine, costs
         self.shift = 0
         self.flat = False
+        self.busy = ""
 
     def compose(self) -> ComposeResult:
         yield Static("timing this machine's verify passes at the conversation's depth…", id="why")
@@ -75,7 +77,10 @@ class WhyScreen(Screen):
             self.post_message(CostsMeasured(None, "no models loaded (a replay has none)"))
             return
         try:
-            self.post_message(CostsMeasured(ModelHost.measure_costs(self.engine)))
+            start = cpu.sample()
+            costs = ModelHost.measure_costs(self.engine)
+            busy = cpu.busy_note(cpu.others_share(start, cpu.sample()), "this timing")
+            self.post_message(CostsMeasured(costs, busy=busy))
         except (SpecchatError, ValueError) as exc:
             self.post_message(CostsMeasured(None, str(exc)))
 
@@ -83,7 +88,7 @@ class WhyScreen(Screen):
         if message.costs is None:
             self.query_one("#why", Static).update(f"could not time this machine: {message.error}")
             return
-        self.costs = message.costs
+        self.costs, self.busy = message.costs, message.busy
         self.replot()
 
     @property
@@ -151,7 +156,9 @@ class WhyScreen(Screen):
             how += f", moved {self.shift * STEP:+.0%} (what-if)"
         pass_cost = (f"one pass of the draft {costs.draft_steps:.2f} of a step" if costs.draft
                      else "the drafter (n-gram lookup) costs nothing")
-        lines = [f"[b]Why here[/b]  A target step takes {here.verify[0]:.0f} ms "
+        warning = [f"[b]{self.busy[:1].upper() + self.busy[1:]} (M times it again)[/b]"] \
+            if self.busy else []
+        lines = warning + [f"[b]Why here[/b]  A target step takes {here.verify[0]:.0f} ms "
                  f"(depth {here.depth}). Verifying 4 tokens costs {costs.steps(4):.1f} target "
                  f"steps{' on a GPU-shaped curve' if self.flat else ' here'}, and {pass_cost}."]
         even = break_even(costs, k)

@@ -9,6 +9,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static, TextArea
 
+from specchat.engine.cpu import BUSY_SHARE
 from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.numbers import fmt
@@ -171,6 +172,10 @@ class StatsPanel(Static):
             self.session_tokens += final.n_tokens
             self.session_saved += saved
             lines.append(f"stop              {final.stop_reason}")
+            if final.others_cpu is not None:  # measured: say whether the machine was quiet
+                busy = final.others_cpu >= BUSY_SHARE
+                lines.append(f"other programs    {final.others_cpu:.0%} of the CPU"
+                             + ("  [b](timings unreliable)[/b]" if busy else ""))
         if final and final.server:
             lines += ["", "[b]the server's own[/b] (its timings)",
                       f"decode tok/s      {fmt(final.server.get('predicted_per_second'), '.1f')}",

@@ -41,7 +41,7 @@ class GatedDrafter:
     the middle of a turn every time."""
 
     def __init__(self, inner) -> None:
-        self.inner, self.name, self.calls = inner, inner.name, 0
+        self.inner, self.name, self.model, self.calls = inner, inner.name, inner.model, 0
         self.reached, self.release_gate = threading.Event(), threading.Event()
 
     @property

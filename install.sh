@@ -19,14 +19,14 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 LLAMA_CPP_PYTHON=0.3.36
-extras=""
+extras="local"  # llama-cpp-python's own requirements come with it; the wheel is built below
 fetch_models=1
 print_args=0
 client=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) extras="[dev]" ;;
-    --transformers) [ -n "$extras" ] || extras="[transformers]" ;;
+    --dev) extras="local,dev" ;;
+    --transformers) [ "$extras" != local ] || extras="local,transformers" ;;
     --print-cmake-args) print_args=1 ;;
     --no-models) fetch_models=0 ;;
     --client) client=1 ;;
@@ -107,7 +107,7 @@ if [ -z "$wheel" ]; then
   wheel=$(ls "$cache"/llama_cpp_python-*.whl | head -n1)
 fi
 "$py" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
-"$py" -m pip install --quiet --disable-pip-version-check -e ".$extras"
+"$py" -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
 echo "specchat installed in $venv (llama.cpp: $accel)"
 
 if [ "$fetch_models" = 1 ]; then

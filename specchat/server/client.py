@@ -104,7 +104,8 @@ class ServerClient:
         return list(self.get_json("/tokenize", {"content": text, "add_special": False})["tokens"])
 
     def stream(self, body: dict[str, Any]) -> Generator[dict[str, Any], None, None]:
-        """POST /completion with `stream` on; each chunk as the server sent it. Closing the
+        """POST /completion with `stream` on; each chunk as the server sent it, up to the one
+        that says it stopped (a stream that ends before it: ServerError). Closing the
         generator closes the connection, which stops the server's generation."""
         conn, response = self._request("POST", "/completion", {**body, "stream": True})
         try:
@@ -115,7 +116,8 @@ class ServerClient:
                     raise ServerError(f"llama-server at {self.url} stopped answering mid-reply "
                                       f"({_reason(exc)})") from None
                 if not line:
-                    return
+                    raise ServerError(f"llama-server at {self.url} stopped answering mid-reply "
+                                      "(it closed the connection)")
                 line = line.strip()
                 if not line.startswith(b"data:"):
                     continue

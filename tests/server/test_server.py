@@ -11,7 +11,8 @@ import pytest
 from support.checks import assert_same_up_to_a_near_tie, calibrated_near_tie
 from support.models import GREEDY, load
 from support.pilot import SIZE, make_app, ready, run_async, say
-from support.processes import history_path, specchat
+from support.processes import LlamaServer, history_path, specchat
+from support.tinymodels import TinySpec, write_tiny_gguf
 
 from specchat.chat.history import HistoryStore
 from specchat.chat.session import ChatSession
@@ -128,6 +129,24 @@ def test_a_stopped_reply_keeps_what_came_and_the_server_answers_the_next(spec_se
     assert session.conversation.messages[-1] == ("assistant", turn.text)
     _, again = server_turn(spec_server.url, max_tokens=8)
     assert again[-1].n_tokens == 8  # the slot was freed: the server is not still generating
+
+
+def test_a_server_that_dies_mid_reply_is_named_and_the_conversation_is_kept(server_binary,
+                                                                           tmp_path):
+    model = tmp_path / "tiny-long.gguf"
+    write_tiny_gguf(model, TinySpec(seed=0, n_ctx=65536))  # its replies run for a minute
+    server = LlamaServer(server_binary, model, n_ctx=65536)
+    try:
+        session = ServerSession(ServerClient(server.url), GREEDY)
+        seen = []
+        with pytest.raises(ServerError, match="stopped answering mid-reply"):
+            for event in session.turn("tell me everything", GenerationSettings(max_tokens=60000)):
+                seen.append(event)
+                if len(seen) == 5:
+                    server.proc.kill()
+        assert len(seen) >= 5 and session.conversation.messages == []  # no half entry
+    finally:
+        server.stop()
 
 
 def test_ask_and_chat_with_server_and_a_server_that_is_down(spec_server, tmp_path):

@@ -54,12 +54,33 @@ def context_note(event: ContextEvent) -> str:
             f"{event.reeval_tokens} tokens in {event.reeval_s:.2f} s")
 
 
+def about_the_same(turn: TurnEvent) -> bool:
+    """Whether the turn's speedup interval holds 1.0: then it was not measurably faster or
+    slower than the target alone."""
+    return turn.speedup_low is not None and turn.speedup_high is not None \
+        and turn.speedup_low <= 1.0 <= turn.speedup_high
+
+
+def speedup_words(turn: TurnEvent) -> str:
+    """The speedup with its 95% interval: `0.61x (95%: 0.55-0.68)`, or `about the same as
+    target-only (0.97x, 95%: 0.88-1.05)` where the interval holds 1.0."""
+    if turn.speedup is None:
+        return "–"
+    interval = ("" if turn.speedup_low is None or turn.speedup_high is None else
+                f"95%: {turn.speedup_low:.2f}-{turn.speedup_high:.2f}")
+    if about_the_same(turn):
+        return f"about the same as target-only ({turn.speedup:.2f}x, {interval})"
+    return f"{turn.speedup:.2f}x ({interval})" if interval else f"{turn.speedup:.2f}x"
+
+
 def slower_why(turn: TurnEvent) -> str:
     """One line of why a reply was slower than the target alone, from what the turn measured:
     a round's cost in target steps against the tokens a round yielded; or that other programs
     took the CPU, when they did (then no number of it stands)."""
     if note := busy_note(turn.others_cpu):
         return f" · {note}"
+    if about_the_same(turn):
+        return f" · {speedup_words(turn)}"
     if not turn.speedup or turn.speedup >= 1 or not turn.baseline_tokens_per_second \
             or turn.rounds < 2 or not turn.mean_accepted_length:
         return ""
@@ -86,7 +107,7 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
     if turn.tokens_per_second is not None:
         parts.append(f"decode {turn.tokens_per_second:.1f} tok/s")
     if turn.speedup is not None and turn.draft != "none":
-        parts.append(f"speedup {turn.speedup:.2f}x vs target-only "
+        parts.append(f"speedup {speedup_words(turn)} vs target-only "
                      f"{turn.baseline_tokens_per_second or 0:.1f} tok/s ({turn.baseline_source})")
     if turn.predicted_tokens_per_second is not None:
         parts.append(f"predicted {turn.predicted_tokens_per_second:.1f} tok/s")

@@ -130,6 +130,10 @@ class TurnEvent:
     """How the baseline was measured: `N target-only steps at depth D` (timed right after the
     turn, continuing its text at the depth where it ended, then dropped), `this turn (target
     only)`, or `not measured` (a stopped turn, or baseline steps off)."""
+    speedup_low: float | None = None
+    """The 95% interval of `speedup` (with `speedup_high`): from the spread of what it was
+    measured from, the turn's rounds and the baseline steps (a bootstrap of both)."""
+    speedup_high: float | None = None
     others_cpu: float | None = None
     """The share of this machine's CPU time other programs used during the turn (its baseline
     steps included): above 0.2 its timings are unreliable. None where not measured (not Linux,

@@ -241,13 +241,14 @@ class SpeculativeEngine:
         self.drafter.release(committed)
         wall_s = clock() - t_start
         baseline, source = None, "not measured"
+        steps: list[float] = []
         if self.drafter.name == "none" and stats.tokens_per_second:
             baseline, source = stats.tokens_per_second, "this turn (target only)"
         elif settings.baseline_steps > 0 and reply.stop_reason != "cancelled":
-            step = self._plain_step_s(committed, settings.baseline_steps)
-            if step:
-                baseline = 1.0 / step
-                source = f"{settings.baseline_steps} target-only steps at depth {len(committed)}"
+            steps = self._plain_steps_s(committed, settings.baseline_steps)
+            if steps:
+                baseline = 1.0 / statistics.median(steps)
+                source = f"{len(steps)} target-only steps at depth {len(committed)}"
         yield stats.turn_event(
             text=reply.text, token_ids=reply.ids, prompt_ids=list(prompt_ids),
             wall_s=wall_s,
@@ -256,6 +257,7 @@ class SpeculativeEngine:
             draft=self.drafter.name, k=self.draft_settings.k, policy=self.policy.name,
             stop_reason=reply.stop_reason, baseline=baseline, baseline_source=source,
             others_cpu=cpu.others_share(cpu_start, cpu.sample() if cpu_start else None),
+            baseline_steps_s=steps,
         )
 
     def _refill(self, committed: list[int]) -> int:
@@ -268,28 +270,26 @@ class SpeculativeEngine:
         self.drafter.release(committed)
         return len(todo)
 
-    def _plain_step_s(self, committed: list[int], n: int) -> float | None:
-        """Median seconds of a plain target step at the depth `committed` reached: n rounds of
+    def _plain_steps_s(self, committed: list[int], n: int) -> list[float]:
+        """Seconds of each plain target step at the depth `committed` reached: n rounds of
         the same `_round` a target-only turn runs, continuing the text; then both caches are
         cut back to `committed`, and the random stream restored (a sampled step draws from it),
-        as if the steps never ran. None where the context is full."""
+        as if the steps never ran. Fewer (none) where the context is full."""
         rng_state = self.rng.bit_generator.state
         seq = list(committed)
         scratch = _Reply(self.target, GenerationSettings(max_tokens=n + 1))
         times = []
         try:
-            for i in range(n):
+            for i in range(n):  # past an end of generation too: each is one target step all the same
                 t0 = time.perf_counter()
                 self._round(i + 1, seq, Draft(), scratch)
                 times.append(time.perf_counter() - t0)
-                if scratch.stop_reason:
-                    break
         except ContextOverflowError:
             pass
         kvsync.release(self.target, committed)
         self.drafter.release(committed)
         self.rng.bit_generator.state = rng_state
-        return statistics.median(times) if times else None
+        return times
 
     # -- one round --------------------------------------------------------------------------
     def _round(

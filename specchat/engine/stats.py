@@ -7,7 +7,10 @@ numbers. Every number is a count or a `time.perf_counter()` difference; nothing 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from specchat.engine.events import ContextEvent, RoundEvent, TurnEvent
 from specchat.numbers import mean, percentile
@@ -25,6 +28,8 @@ class TurnStats:
     t_first: float | None = None
     """Seconds from the turn's start to its first token."""
     t_last: float = 0.0
+    spans: list[tuple[int, float]] = field(default_factory=list)
+    """(tokens, seconds) of each round after the first token: the decode rate's parts."""
     gaps: list[float] = field(default_factory=list)
     """Inter-token latency as a consumer sees tokens arrive: the tokens of one round arrive
     together, so speculation makes it bursty (a long gap, then zeros)."""
@@ -71,6 +76,7 @@ class TurnStats:
                 self.t_first = r.t_s
             else:
                 self.gaps += [r.t_s - self.t_last] + [0.0] * (r.emitted - 1)
+                self.spans.append((r.emitted, r.t_s - self.t_last))
             took = r.draft_s + r.verify_s
             self.round_rates.append(r.emitted / took if took > 0 else 0.0)
             self.t_last = r.t_s
@@ -116,11 +122,12 @@ class TurnStats:
         self, *, text: str, token_ids: list[int], prompt_ids: list[int], wall_s: float,
         target_passes: int, draft_passes: int, draft: str, k: int, policy: str, stop_reason: str,
         baseline: float | None = None, baseline_source: str = "not measured",
-        others_cpu: float | None = None,
+        others_cpu: float | None = None, baseline_steps_s: Sequence[float] = (),
     ) -> TurnEvent:
         """The turn summary; `baseline` is the target-only decode rate the speedup is taken
         against, and `baseline_source` says how it was measured."""
         rate = self.tokens_per_second
+        low, high = speedup_interval(self.spans, baseline_steps_s) if baseline_steps_s else (None, None)
         return TurnEvent(
             text=text,
             token_ids=list(token_ids),
@@ -151,4 +158,29 @@ class TurnStats:
             baseline_tokens_per_second=baseline,
             baseline_source=baseline_source,
             others_cpu=others_cpu,
+            speedup_low=low,
+            speedup_high=high,
         )
+
+
+RESAMPLES = 2000
+
+
+def speedup_interval(spans: Sequence[tuple[int, float]], steps: Sequence[float],
+                     coverage: float = 0.95) -> tuple[float | None, float | None]:
+    """The `coverage` interval of a turn's speedup, from the spread of what it was measured
+    from: the rounds' (tokens, seconds) and the baseline's step seconds, each resampled with
+    replacement (a percentile bootstrap; a fixed seed, so the same turn gives the same
+    interval). None where either has fewer than two parts: nothing to spread."""
+    if len(spans) < 2 or len(steps) < 2:
+        return None, None
+    rng = np.random.default_rng(0)
+    tokens = np.array([t for t, _ in spans], dtype=float)
+    seconds = np.array([s for _, s in spans])
+    picks = rng.integers(0, len(spans), (RESAMPLES, len(spans)))
+    rates = tokens[picks].sum(axis=1) / seconds[picks].sum(axis=1)
+    step_picks = np.asarray(steps)[rng.integers(0, len(steps), (RESAMPLES, len(steps)))]
+    speedups = rates * np.median(step_picks, axis=1)
+    tail = (1 - coverage) / 2 * 100
+    low, high = np.percentile(speedups, [tail, 100 - tail])
+    return float(low), float(high)

@@ -13,7 +13,7 @@ from specchat.engine.cpu import BUSY_SHARE
 from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.numbers import fmt
-from specchat.render import UNSEEN_REJECTED, shown_text
+from specchat.render import UNSEEN_REJECTED, about_the_same, shown_text
 from specchat.ui.theming import token_style
 
 LEGEND_TEXT = {
@@ -162,7 +162,11 @@ class StatsPanel(Static):
             f"draft length k    {stats.k}  (this round)",
             f"undrafted rounds  {stats.declined}  (would not pay)",
             f"target passes     {passes}  (saved {saved})",
-            f"speedup           {fmt(speedup, '.2f', 'x')}  (F7: why)",
+            f"speedup           {fmt(speedup, '.2f', 'x')}  (F7: why)"
+            + (f"\n  95%: {final.speedup_low:.2f}-{final.speedup_high:.2f}"
+               + ("  ≈ target-only" if about_the_same(final) else "")
+               if final and final.speedup_low is not None and final.speedup_high is not None
+               else ""),
             f"  vs target-only {fmt(self.baseline, '.1f', ' tok/s')}",
             f"  ({self.baseline_label})",
             f"tok/s per round   {spark}",

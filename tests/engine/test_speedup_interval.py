@@ -1,0 +1,71 @@
+"""Every speedup with its uncertainty: a bootstrap of the turn's rounds and its baseline steps,
+on real turns of the tiny pair, and the words a reply gets when the interval holds 1.0."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.models import GREEDY, prompt_ids
+
+from specchat.engine.drafters import ModelDrafter
+from specchat.engine.events import turn_of
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.stats import speedup_interval
+from specchat.render import slower_why, speedup_words
+
+
+def test_the_interval_narrows_to_the_point_when_nothing_varies_and_holds_it_when_it_does():
+    steady = speedup_interval([(3, 0.1)] * 8, [0.04] * 4)
+    assert steady == (pytest.approx(1.2), pytest.approx(1.2))
+    rng = np.random.default_rng(1)
+    spans = [(int(t), float(s)) for t, s in zip(rng.integers(1, 5, 30), rng.uniform(0.05, 0.2, 30))]
+    steps = list(rng.uniform(0.03, 0.05, 6))
+    low, high = speedup_interval(spans, steps)
+    point = sum(t for t, _ in spans) / sum(s for _, s in spans) * float(np.median(steps))
+    assert low < point < high
+    assert speedup_interval(spans[:1], steps) == (None, None)  # nothing to spread
+    assert speedup_interval(spans, steps[:1]) == (None, None)
+
+
+@pytest.mark.parametrize("text", ["hello world", "the cat sat on", "speculative decoding"])
+def test_every_speculative_turn_reports_its_interval_from_all_its_baseline_steps(models, text):
+    target, draft = models
+    engine = SpeculativeEngine(target, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
+                               GREEDY, DraftSettings(k=3))
+    turn = turn_of(engine.generate(prompt_ids(target, text),
+                                   GenerationSettings(max_tokens=64, baseline_steps=6)))
+    # all six steps are timed, past an end of generation too
+    assert turn.baseline_source.startswith("6 target-only steps at depth ")
+    if turn.rounds > 2:
+        assert turn.speedup_low is not None and turn.speedup_high is not None
+        assert turn.speedup_low <= turn.speedup <= turn.speedup_high
+        words = speedup_words(turn)
+        if turn.speedup_low <= 1.0 <= turn.speedup_high:
+            assert words.startswith("about the same as target-only")
+            assert slower_why(turn).startswith(" · about the same")
+        else:
+            assert words.startswith(f"{turn.speedup:.2f}x (95%: ")
+
+
+class EndsAtOnce:
+    """A real backend whose every token ends the reply, so the baseline starts after an end."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+
+    def is_eog(self, token: int) -> bool:
+        return True
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+
+def test_the_baseline_times_every_step_past_an_end_of_generation(models):
+    target, draft = models
+    ending = EndsAtOnce(target)
+    engine = SpeculativeEngine(ending, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
+                               GREEDY, DraftSettings(k=3))
+    turn = turn_of(engine.generate(prompt_ids(target, "hello world"),
+                                   GenerationSettings(max_tokens=64, baseline_steps=6)))
+    assert turn.stop_reason == "eos" and turn.n_tokens == 0
+    assert turn.baseline_source.startswith("6 target-only steps")  # one, before: it stopped

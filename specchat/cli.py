@@ -57,7 +57,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     session, where = _session(settings)
-    if settings.models.server or where.count("(here)") < where.count("("):  # not all here
+    engine = getattr(session, "engine", None)  # None on a llama-server
+    if engine is None or any(m.where != "here" for m in (engine.target, engine.drafter.model) if m):
         print(f"specchat: {where}", file=sys.stderr)
     if args.json:
         sinks: list[Callable[[Event], None]] = [JsonRenderer(sys.stdout)]

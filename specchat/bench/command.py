@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import argparse
 import platform
-from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Console
 
 from specchat import settings as settings_schema
 from specchat.bench.runner import Remote
-from specchat.engine.events import Event
-from specchat.engine.loop import DraftSettings, GenerationSettings
+from specchat.engine.loop import DraftSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.settings import Settings
-
-if TYPE_CHECKING:
-    from specchat.server.session import ServerSession
 
 
 def add_parser(sub, defaults: Settings) -> argparse.ArgumentParser:
@@ -70,17 +64,19 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[{done}/{total}] {r.category}/{r.prompt} · {r.arm}: {r.tokens} tokens, "
                   f"{rate} tok/s", style="dim", highlight=False)
 
-    remote = {}
+    remote: dict[str, Remote] = {}
     if options.server:
         from specchat.server.session import ServerSession
 
         greedy = SamplingParams()  # each prompt evaluated whole, as the local arms do
         server = ServerSession.connect(options.server, options.baseline_server, greedy,
                                        cache_prompt=False)
-        remote[f"llama-server ({server.models.speculation or 'no draft'})"] = server_arm(server)
+        # from the prompt ids the local arms get (the server's own template may differ: Qwen's
+        # adds a system message); its turns measure the speedup against the baseline server
+        remote[f"llama-server ({server.models.speculation or 'no draft'})"] = server.generate
         if options.baseline_server:
-            remote["llama-server, no draft"] = server_arm(
-                ServerSession.connect(options.baseline_server, None, greedy, cache_prompt=False))
+            remote["llama-server, no draft"] = ServerSession.connect(
+                options.baseline_server, None, greedy, cache_prompt=False).generate
     runs = run_suite(target, loaded, arms, prompts, args.repeats, args.max_tokens, progress,
                      remote)
     summaries = report.summarize(runs)
@@ -100,12 +96,3 @@ def run(args: argparse.Namespace) -> int:
     chart.write_svg(args.out / "bench.svg", summaries, title)
     err.print(f"wrote {args.out / 'bench.json'}, bench.csv and bench.svg", style="dim")
     return 0
-
-
-def server_arm(server: ServerSession) -> Remote:
-    """The server generating from the prompt ids the local arms get (its own chat template may
-    differ: Qwen's adds a system message), greedy like them; its turn measures the speedup
-    against the baseline server at the reply's depth."""
-    def run(prompt_ids: list[int], settings: GenerationSettings) -> Iterable[Event]:
-        return server.generate(prompt_ids, settings)
-    return run

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
@@ -138,23 +138,11 @@ class ServerReply:
         """The turn summary, its numbers from this side's clock as the tokens arrived, with the
         server's final timings; `baseline`: the target-only rate (0: not measured) and how it
         was measured, on the same clock."""
-        wall = time.perf_counter() - self.t0
+        rate, how = baseline or (0.0, "not measured")
         event = self.stats.turn_event(
-            text=self.text, token_ids=self.token_ids, prompt_ids=prompt_ids, wall_s=wall,
-            target_passes=self.stats.rounds, draft_passes=self.stats.drafted, draft=self.draft,
-            k=self.k_max, policy="llama-server", stop_reason=self.stop_reason)
-        fields = _fields(event)
-        if self.final:
-            fields["server"] = self.final
-        if baseline is not None:
-            rate, how = baseline
-            decode = event.tokens_per_second
-            fields.update(baseline_tokens_per_second=rate or None, baseline_source=how,
-                          speedup=decode / rate if decode and rate else None)
-        return TurnEvent(**fields)
-
-
-def _fields(event: TurnEvent) -> dict[str, Any]:
-    data = event.to_json()
-    data.pop("type")
-    return data
+            text=self.text, token_ids=self.token_ids, prompt_ids=prompt_ids,
+            wall_s=time.perf_counter() - self.t0, target_passes=self.stats.rounds,
+            draft_passes=self.stats.drafted, draft=self.draft, k=self.k_max,
+            policy="llama-server", stop_reason=self.stop_reason, baseline=rate or None,
+            baseline_source=how)
+        return replace(event, server=self.final) if self.final else event

@@ -9,7 +9,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static, TextArea
 
-from specchat.engine.cpu import BUSY_SHARE
+from specchat.engine.cpu import busy_note
 from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.numbers import fmt
@@ -149,6 +149,10 @@ class StatsPanel(Static):
         if stats.round_rates:
             top = max(stats.round_rates) or 1.0
             spark = "".join(SPARK[min(7, int(8 * r / top))] for r in stats.round_rates[-28:])
+        interval = ""
+        if final and final.speedup_low is not None and final.speedup_high is not None:
+            interval = (f"\n  95%: {final.speedup_low:.2f}-{final.speedup_high:.2f}"
+                        + ("  ≈ target-only" if about_the_same(final) else ""))
         lines = [
             f"[b]{'last turn' if final else 'this turn'}[/b]  draft: {draft}",
             f"tokens            {stats.tokens}",
@@ -162,11 +166,7 @@ class StatsPanel(Static):
             f"draft length k    {stats.k}  (this round)",
             f"undrafted rounds  {stats.declined}  (would not pay)",
             f"target passes     {passes}  (saved {saved})",
-            f"speedup           {fmt(speedup, '.2f', 'x')}  (F7: why)"
-            + (f"\n  95%: {final.speedup_low:.2f}-{final.speedup_high:.2f}"
-               + ("  ≈ target-only" if about_the_same(final) else "")
-               if final and final.speedup_low is not None and final.speedup_high is not None
-               else ""),
+            f"speedup           {fmt(speedup, '.2f', 'x')}  (F7: why)" + interval,
             f"  vs target-only {fmt(self.baseline, '.1f', ' tok/s')}",
             f"  ({self.baseline_label})",
             f"tok/s per round   {spark}",
@@ -177,7 +177,7 @@ class StatsPanel(Static):
             self.session_saved += saved
             lines.append(f"stop              {final.stop_reason}")
             if final.others_cpu is not None:  # measured: say whether the machine was quiet
-                busy = final.others_cpu >= BUSY_SHARE
+                busy = bool(busy_note(final.others_cpu))
                 lines.append(f"other programs    {final.others_cpu:.0%} of the CPU"
                              + ("  [b](timings unreliable)[/b]" if busy else ""))
         if final and final.server:

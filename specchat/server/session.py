@@ -122,7 +122,7 @@ class ServerSession:
         and the rate is tokens over the time between their arrivals on this side. The tokens
         are not kept. Without a baseline server it is not measured: the speculating server
         cannot answer without its draft, and even a one-token request there feeds the draft
-        model too (a step cost 44 ms there against 27 ms on the same target alone; docs/server.md)."""
+        model too (docs/server.md measures it)."""
         if self.baseline_client is None:
             return 0.0, ("not measured (give --baseline-server: a llama-server with the same "
                          "target and no draft)")

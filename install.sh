@@ -86,7 +86,7 @@ py="$venv/bin/python"
 
 if [ "$client" = 1 ]; then
   "$py" -m pip install --quiet --disable-pip-version-check -e .
-  echo "specchat (client) installed in $venv: --server URL, replay and race of traces;" \
+  echo "specchat (client) installed in $venv: --server URL, replay and race of traces, serve;" \
        "models loaded here need ./install.sh"
   exit 0
 fi

@@ -181,6 +181,15 @@ def cmd_rpc_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The app in web browsers: each tab runs `specchat APP ARGS` (the arguments after --)."""
+    from specchat.web.room import serve
+
+    app_args = args.app_args[1:] if args.app_args[:1] == ["--"] else args.app_args
+    serve(app_args, args.host, args.port, args.expose, args.max_sessions)
+    return 0
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from specchat.catalog import commands
 
@@ -228,6 +237,23 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
                         help="allow an address other than loopback (no authentication: read "
                              "the warning it prints)")
     server.set_defaults(func=cmd_rpc_server)
+    web = sub.add_parser(
+        "serve", help="the app in web browsers, each tab its own specchat (a workshop room)",
+        description="Serve specchat to web browsers: each tab runs its own `specchat APP ARGS`, "
+                    "e.g. `specchat serve --expose -- --server http://127.0.0.1:8080` for a room "
+                    "sharing one llama-server, or `-- replay code-0.5b-draft-k3` with no models.")
+    web.add_argument("--host", help="address to listen on (default: 127.0.0.1, or every "
+                                    "address with --expose)")
+    web.add_argument("--port", type=int, default=8000, help="(default: %(default)s)")
+    web.add_argument("--expose", action="store_true",
+                     help="listen beyond this machine (no authentication: read the warning it "
+                          "prints)")
+    web.add_argument("--max-sessions", type=int, default=8, metavar="N",
+                     help="tabs served at once; one more gets a page saying the room is full "
+                          "(default: %(default)s)")
+    web.add_argument("app_args", nargs=argparse.REMAINDER, metavar="-- APP ARGS",
+                     help="what each tab runs, as after `specchat` (default: the app)")
+    web.set_defaults(func=cmd_serve)
     from specchat.bench.command import add_parser as add_bench_parser
     from specchat.catalog.commands import add_parser as add_models_parser
 

@@ -5,8 +5,10 @@ conftest.py; shared functions are in the `support` package."""
 from __future__ import annotations
 
 import hashlib
+import os
 
 import pytest
+from support.browser import chromium_binary
 from support.checks import DIVERGENCES
 from support.fuzz import FUZZED
 from support.models import TinyModels, write_tiny_models
@@ -18,6 +20,17 @@ from specchat.catalog.catalog import CatalogModel
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
     return write_tiny_models(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium for the browser tests (.ci/run installs it)."""
+    binary = chromium_binary()
+    if binary is None:
+        if os.environ.get("SPECCHAT_REQUIRE_E2E"):
+            pytest.fail("Chromium is required here: apt-get install chromium")
+        pytest.skip("no Chromium (apt-get install chromium)")
+    return binary
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import ipaddress
 import os
 import re
 import signal
@@ -25,6 +24,7 @@ from pathlib import Path
 import llama_cpp
 
 from specchat.errors import SpecchatError
+from specchat.exposure import check_host, is_loopback
 
 _CPU, _GPU, _IGPU = 0, 1, 2  # enum ggml_backend_dev_type
 _connected: dict[str, list[int]] = {}
@@ -157,15 +157,6 @@ def on_abort(callback: Callable[[str], None]) -> None:
     _abort_hook[:] = [hook]
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 EXPOSED_WARNING = (
     "warning: the RPC server at {endpoint} has no authentication: anyone who can reach this "
     "port can run computations on this machine's device, read and overwrite the data in its "
@@ -177,11 +168,7 @@ def serve(host: str, port: int, threads: int | None, cache: Path | None,
           expose: bool) -> None:
     """Serve this machine's GPUs (or its CPU) until killed. Refuses any address but loopback
     unless `expose`."""
-    if not is_loopback(host) and not expose:
-        raise SpecchatError(
-            f"refusing to serve on {host}: the RPC server has no authentication. Keep it on "
-            "127.0.0.1 and use an SSH tunnel, or pass --expose if you trust every machine that "
-            "can reach this port")
+    check_host(host, expose, "the RPC server")
     base, ggml, rpc = _ggml()
     devs = local_gpus() or [ggml.ggml_backend_dev_by_type(_CPU)]
     endpoint = f"{host}:{port}"

@@ -12,6 +12,7 @@ what it could copy, says why in `problem`, and leaves the file as it is.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -53,7 +54,13 @@ UI thread writes)."""
 T = TypeVar("T")
 
 
+HISTORY_ENV = "SPECCHAT_HISTORY"
+"""A history file other than the user's own (`specchat serve` gives each browser tab one)."""
+
+
 def default_history_path() -> Path:
+    if os.environ.get(HISTORY_ENV):
+        return Path(os.environ[HISTORY_ENV])
     return Path(platformdirs.user_data_dir(APP)) / "history.sqlite3"
 
 

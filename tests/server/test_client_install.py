@@ -1,6 +1,7 @@
 """The light install a workshop attendee runs: `./install.sh --client` into a fresh virtual
 environment compiles nothing and installs neither llama-cpp-python nor torch nor models, yet
-chats with a llama-server and replays traces; what needs models here says so in one line."""
+chats with a llama-server, replays traces and serves them to a browser; what needs models here
+says so in one line."""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.browser import TRANSCRIPT, VIEWPORT, Served, browser, colour_pixels, wait_for
 from support.processes import specchat_env
 
 from specchat.loading import NEEDS_LLAMA_CPP
+from specchat.ui.theming import DEFAULT_TOKEN_COLOURS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_client_install_compiles_nothing_and_chats_with_a_server(spec_server, tmp_path):
+def test_the_client_install_compiles_nothing_and_chats_with_a_server(spec_server, chromium,
+                                                                     tmp_path):
     venv = tmp_path / "client"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -45,3 +49,14 @@ def test_the_client_install_compiles_nothing_and_chats_with_a_server(spec_server
     served = client("ask", "hello", "--server", spec_server.url, "--max-tokens", "8", "--json")
     assert served.returncode == 0, served.stderr
     assert json.loads(served.stdout.splitlines()[-1])["n_tokens"] == 8
+    room = Served(tmp_path, "replay", "edit-ngram-k4", "--speed", "4",
+                  program=[str(venv / "bin" / "specchat")], env={"PYTHONPATH": ""})
+    try:
+        with browser(chromium) as b:
+            page = b.new_page(viewport=VIEWPORT)
+            assert page.goto(room.url).status == 200
+            wait_for(lambda: colour_pixels(page.screenshot(), DEFAULT_TOKEN_COLOURS["spec-accepted"],
+                                           TRANSCRIPT) > 200,
+                     "the served replay in the accepted colour", timeout=90)
+    finally:
+        room.stop()

@@ -1,0 +1,111 @@
+"""`specchat serve`: specchat in every browser tab of a room, each tab its own app process.
+
+Built on Textualize's textual-serve (one process per websocket, the terminal drawn by xterm.js in
+the page). What specchat adds: a cap on tabs with a page that says the room is full instead of a
+tab that hangs, URLs taken from each request (so a tab opened at the machine's LAN address
+connects back to it, not to 0.0.0.0), a page that names itself and loads nothing from the
+internet (a workshop room may have none), and a history file per tab, so attendees never see
+each other's conversations.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+import aiohttp_jinja2
+from aiohttp import web
+from textual_serve.server import Server
+
+from specchat.chat.history import HISTORY_ENV
+from specchat.errors import SpecchatError
+from specchat.exposure import check_host, is_loopback
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+TITLE = "specchat: speculative decoding, live"
+EXPOSED_WARNING = (
+    "warning: specchat serve at {endpoint} has no authentication: anyone who can reach this port "
+    "gets a specchat of their own on this machine (its CPU, and the models or llama-server it is "
+    "given). Use it only on a network you trust, such as a workshop room's.")
+
+
+def app_command(app_args: list[str], history_dir: Path) -> str:
+    """The shell command textual-serve runs for each tab: this specchat with `app_args`, writing
+    its history to a file of its own in `history_dir` ($$ is the tab's shell, unique per tab)."""
+    history = shlex.quote(str(history_dir)) + "/tab-$$.sqlite3"
+    return f"{HISTORY_ENV}={history} exec " + shlex.join([sys.executable, "-m", "specchat",
+                                                         *app_args])
+
+
+class Room(Server):
+    """textual-serve's server with a cap on live tabs and per-request URLs."""
+
+    def __init__(self, app_args: list[str], host: str, port: int, max_sessions: int,
+                 history_dir: Path) -> None:
+        super().__init__(app_command(app_args, history_dir), host=host, port=port, title=TITLE,
+                         templates_path=TEMPLATES)
+        self.app_args = app_args
+        self.max_sessions = max_sessions
+        self.history_dir = history_dir
+        self.live = 0
+        """Tabs whose app process is running now."""
+
+    def what_tabs_run(self) -> str:
+        return "specchat " + shlex.join(self.app_args) if self.app_args else "specchat"
+
+    async def on_startup(self, app: web.Application) -> None:
+        shown = "127.0.0.1" if self.host == "0.0.0.0" else self.host
+        where = f"http://{shown}:{self.port}"
+        if not is_loopback(self.host):
+            where += f" (attendees: http://{socket.gethostname()}:{self.port} or this "\
+                     "machine's address)"
+        print(f"specchat serve on {where}: each tab runs `{self.what_tabs_run()}`, at most "
+              f"{self.max_sessions} at once; their histories go to {self.history_dir}. "
+              "Ctrl-C stops it.", flush=True)
+
+    def _context(self, request: web.Request) -> dict[str, object]:
+        origin = f"{request.scheme}://{request.host}"
+        websocket = ("wss" if request.scheme == "https" else "ws") + f"://{request.host}/ws"
+        fontsize = request.query.get("fontsize", "16")
+        return {"title": TITLE, "runs": self.what_tabs_run(), "static": f"{origin}/static/",
+                "app_websocket_url": websocket,
+                "font_size": int(fontsize) if fontsize.isdigit() else 16,
+                "live": self.live, "max_sessions": self.max_sessions}
+
+    async def handle_index(self, request: web.Request) -> web.Response:
+        if self.live >= self.max_sessions:
+            return aiohttp_jinja2.render_template("full.html", request, self._context(request),
+                                                  status=503)
+        return aiohttp_jinja2.render_template("app_index.html", request, self._context(request))
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        if self.live >= self.max_sessions:  # a tab whose page was served as another took the seat
+            websocket = web.WebSocketResponse()
+            await websocket.prepare(request)
+            await websocket.close(code=1013, message=b"the room is full")
+            return websocket
+        self.live += 1
+        try:
+            return await super().handle_websocket(request)
+        finally:
+            self.live -= 1
+
+
+def serve(app_args: list[str], host: str | None, port: int, expose: bool,
+          max_sessions: int) -> None:
+    """Serve until Ctrl-C. Loopback unless `expose` (then every address, or `host`)."""
+    host = host or ("0.0.0.0" if expose else "127.0.0.1")
+    check_host(host, expose, "specchat serve")
+    if not is_loopback(host):
+        print(EXPOSED_WARNING.format(endpoint=f"{host}:{port}"), file=sys.stderr)
+    try:  # the port taken would be a traceback from deep in asyncio; say it first
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as exc:
+        raise SpecchatError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    history_dir = Path(tempfile.mkdtemp(prefix="specchat-serve-"))
+    Room(app_args, host, port, max_sessions, history_dir).serve()

@@ -150,6 +150,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(f"{path.stem:<28} {trace.meta.get('draft', '?'):<36} {trace.prompt[:60]!r}")
         return 0
     traces = [read_trace(f) for f in args.files]
+    if args.export:
+        from specchat.ui.export import export
+
+        files = export([(Path(f).name.removesuffix(".jsonl"), t) for f, t in zip(args.files, traces)],
+                       args.export, args.out, args.theme)
+        print(f"wrote {len(files)} files to {args.out.resolve()}: "
+              + ", ".join(f.name for f in files))
+        return 0
     if len(traces) == 1:
         launch = Launch(replay=traces[0], replay_speed=args.speed, step=args.step)
     else:
@@ -196,6 +204,13 @@ def cmd_models(args: argparse.Namespace) -> int:
     return commands.run(args)
 
 
+def _formats(text: str) -> tuple[str, ...]:
+    formats = tuple(dict.fromkeys(f.strip() for f in text.split(",")))
+    if not formats or not set(formats) <= {"svg", "html"}:
+        raise argparse.ArgumentTypeError(f"{text!r}: svg, html or svg,html")
+    return formats
+
+
 def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     """The parser; `defaults` (the config file's settings) are the flags' defaults."""
     defaults = defaults or Settings()
@@ -224,6 +239,13 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     replay.add_argument("--step", action="store_true",
                         help="step-through: each round waits for Space")
     replay.add_argument("--speed", type=float, default=1.0, help="2 = twice as fast")
+    replay.add_argument("--export", type=_formats, metavar="svg|html|svg,html",
+                        help="write slides instead of playing: each turn (coloured tokens, "
+                             "legend, stats), and the race of two or more traces (SVG)")
+    replay.add_argument("--out", type=Path, default=Path("specchat-slides"), metavar="DIR",
+                        help="where --export writes (default: %(default)s)")
+    replay.add_argument("--theme", default="specchat-projector",
+                        help="the theme of the slides (default: %(default)s, high contrast)")
     replay.set_defaults(func=cmd_replay)
     server = sub.add_parser(
         "rpc-server", help="serve this machine's GPU (or CPU) to --rpc on other machines")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from textual.app import App
+from textual.binding import Binding
 from textual.theme import Theme
 
 from specchat.chat.history import HistoryStore
@@ -18,13 +19,20 @@ from specchat.host import ModelHost
 from specchat.settings import Settings
 from specchat.ui.chat_screen import ChatScreen
 from specchat.ui.launch import Launch
+from specchat.ui.race_screen import RaceScreen
 from specchat.ui.settings_screen import FormValues, SettingsScreen
+from specchat.ui.slides import DEFAULT_DIR, write_slide
 from specchat.ui.theming import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_themes
+from specchat.ui.why_screen import WhyScreen
+
+SCREENSHOT_NAMES = {WhyScreen: "costs", RaceScreen: "race"}
+"""What a screenshot of these screens is called after the conversation and turn."""
 
 
 class SpecchatApp(App):
     TITLE = "specchat"
     CSS_PATH = Path(__file__).with_name("specchat.tcss")
+    BINDINGS = [Binding("f8", "slides", "Slides", priority=True)]
 
     def __init__(self, settings: Settings | None = None, launch: Launch | None = None,
                  history: HistoryStore | None = None, config: Config | None = None) -> None:
@@ -56,6 +64,27 @@ class SpecchatApp(App):
             return  # never overwrite a broken config file; nothing new to write
         ui["theme"] = theme.name
         self.config.save()
+
+    def action_slides(self, out: Path = DEFAULT_DIR) -> None:
+        """F8: on the chat, every finished turn as SVG and HTML slides in the theme on screen;
+        on the costs screen or a race, an SVG screenshot of it. Says where the files went."""
+        out = out.resolve()
+        chat = self.chat_screen
+        slides = chat.turn_slides()
+        if self.screen is chat:
+            if not slides:
+                self.notify("no finished turn to make slides of yet")
+                return
+            files = [f for slide in slides for f in write_slide(slide, self.current_theme, out,
+                                                                 show_rejected=chat.show_rejected)]
+            self.notify(f"slides of {len(slides)} turn{'s' * (len(slides) > 1)} written to {out}: "
+                        f"{files[0].name} … {files[-1].name}", timeout=10)
+            return
+        kind = SCREENSHOT_NAMES.get(type(self.screen), type(self.screen).__name__.lower())
+        stem = slides[-1].stem if slides else "specchat"
+        out.mkdir(parents=True, exist_ok=True)
+        path = self.save_screenshot(f"{stem}-{kind}.svg", str(out))
+        self.notify(f"screenshot written to {path}", timeout=10)
 
     def action_settings(self) -> None:
         chat = self.chat_screen

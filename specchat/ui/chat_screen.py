@@ -35,6 +35,7 @@ from specchat.ui.model_loading import ModelLoading
 from specchat.ui.pacing import StepGate, round_batches
 from specchat.ui.palette import draft_commands
 from specchat.ui.race_screen import RaceScreen
+from specchat.ui.slides import TurnSlide
 from specchat.ui.step_panel import EXPLAIN, StepPanel, describe_round
 from specchat.ui.transcript import Transcript
 from specchat.ui.why_screen import K_MAX, WhyScreen
@@ -231,6 +232,14 @@ class ChatScreen(ModelLoading):
     def action_toggle_rejected(self) -> None:
         self.show_rejected = not self.show_rejected
         self.transcript.set_show_rejected(self.show_rejected)
+
+    def turn_slides(self) -> list[TurnSlide]:
+        """This conversation's finished turns as slides, named after it (its history id, or a
+        replay, and its first words)."""
+        if self.chat is None:
+            return self.transcript.slides("replay")
+        saved = self.chat.conversation_id
+        return self.transcript.slides("chat" if saved is None else f"chat-{saved}")
 
     def action_race(self) -> None:
         """Race the prompt in the input box (or the last one sent): target-only against the

@@ -17,6 +17,7 @@ from specchat.chat.history import StoredMessage
 from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.render import context_note
+from specchat.ui.slides import TurnSlide, file_name
 from specchat.ui.widgets import LiveReply
 
 ENDS = {"cancelled": "stopped",
@@ -60,7 +61,7 @@ class Transcript(VerticalScroll):
             elif isinstance(event, RoundEvent):
                 self.stats.add_round(event)
             elif isinstance(event, TurnEvent):
-                self.last_turn = event
+                self.last_turn = reply.turn = event
                 if event.stop_reason in ENDS:
                     self.add_note(ENDS[event.stop_reason])
                 self.redraw()
@@ -106,6 +107,20 @@ class Transcript(VerticalScroll):
             widget.set_plain(m.content)
             self.mount(widget)
         self.scroll_end(animate=False)
+
+    def slides(self, prefix: str) -> list[TurnSlide]:
+        """The finished turns on screen as slides, numbered by their place in the conversation
+        and named `<prefix>-<first words of the first message>`."""
+        widgets = list(self.query(LiveReply))
+        first = next((w for w in widgets if w.has_class("user")), None)
+        name = f"{prefix}-{file_name(first.plain)}" if first else prefix
+        slides, prompt, number = [], "", 0
+        for widget in widgets:
+            if widget.has_class("user"):
+                prompt, number = widget.plain, number + 1
+            elif widget.turn is not None and number:
+                slides.append(TurnSlide(name, number, prompt, list(widget.pieces), widget.turn))
+        return slides
 
     def clear(self) -> None:
         self.remove_children()

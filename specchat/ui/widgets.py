@@ -55,6 +55,8 @@ class LiveReply(Static):
     def __init__(self, *, role: str = "assistant", **kwargs) -> None:
         super().__init__("", **kwargs)
         self.pieces: list[tuple[TokenKind, str]] = []
+        self.turn: TurnEvent | None = None
+        """The finished turn's numbers (a reply shown from the history has none)."""
         self.note = ""
         self._height: int | None = None
         self.add_class(role)
@@ -62,6 +64,10 @@ class LiveReply(Static):
     def add_tokens(self, events: list[TokenEvent]) -> None:
         """Take the tokens; the app redraws at its own pace with `refresh_content`."""
         self.pieces += [(e.kind, shown_text(e)) for e in events]
+
+    @property
+    def plain(self) -> str:
+        return "".join(text for _, text in self.pieces)
 
     def set_plain(self, text: str, kind: TokenKind = TokenKind.TARGET) -> None:
         self.pieces = [(kind, text)]

@@ -57,20 +57,33 @@ def context_note(event: ContextEvent) -> str:
 def about_the_same(turn: TurnEvent) -> bool:
     """Whether the turn's speedup interval holds 1.0: then it was not measurably faster or
     slower than the target alone."""
-    return turn.speedup_low is not None and turn.speedup_high is not None \
-        and turn.speedup_low <= 1.0 <= turn.speedup_high
+    return holds_one(turn.speedup_low, turn.speedup_high)
+
+
+def holds_one(low: float | None, high: float | None) -> bool:
+    return low is not None and high is not None and low <= 1.0 <= high
+
+
+def speedup_text(speedup: float | None, low: float | None, high: float | None,
+                 compact: bool = False) -> str:
+    """A speedup with its 95% interval: `0.61x (95%: 0.55-0.68)`, or `about the same as
+    target-only (0.97x, 95%: 0.88-1.05)` where the interval holds 1.0; `compact` for a table
+    cell: `0.61x (0.55-0.68)`, `same: 0.97x (0.88-1.05)`."""
+    if speedup is None:
+        return "–"
+    if low is None or high is None:
+        return f"{speedup:.2f}x"
+    if compact:
+        return ("same: " if holds_one(low, high) else "") + f"{speedup:.2f}x ({low:.2f}-{high:.2f})"
+    interval = f"95%: {low:.2f}-{high:.2f}"
+    if holds_one(low, high):
+        return f"about the same as target-only ({speedup:.2f}x, {interval})"
+    return f"{speedup:.2f}x ({interval})"
 
 
 def speedup_words(turn: TurnEvent) -> str:
-    """The speedup with its 95% interval: `0.61x (95%: 0.55-0.68)`, or `about the same as
-    target-only (0.97x, 95%: 0.88-1.05)` where the interval holds 1.0."""
-    if turn.speedup is None:
-        return "–"
-    interval = ("" if turn.speedup_low is None or turn.speedup_high is None else
-                f"95%: {turn.speedup_low:.2f}-{turn.speedup_high:.2f}")
-    if about_the_same(turn):
-        return f"about the same as target-only ({turn.speedup:.2f}x, {interval})"
-    return f"{turn.speedup:.2f}x ({interval})" if interval else f"{turn.speedup:.2f}x"
+    """The turn's speedup with its interval, in words (`speedup_text`)."""
+    return speedup_text(turn.speedup, turn.speedup_low, turn.speedup_high)
 
 
 def slower_why(turn: TurnEvent) -> str:

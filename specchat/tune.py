@@ -35,8 +35,10 @@ from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.events import RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
+from specchat.engine.stats import paired_speedup_interval
 from specchat.errors import SpecchatError
 from specchat.machine import conditional_rates
+from specchat.render import speedup_text
 from specchat.settings import Settings
 
 KS = (1, 2, 3, 4, 6)
@@ -53,6 +55,9 @@ class Arm:
     policy: str
     predicted_speedup: float | None = None
     measured_speedup: float | None = None
+    measured_low: float | None = None
+    measured_high: float | None = None
+    """The measured speedup's 95% interval, over the calibration prompts (paired bootstrap)."""
     acceptance: float | None = None
 
 
@@ -161,6 +166,9 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         arm.acceptance = sum(t.n_accepted for t in mine) / drafted if drafted else None
         rate = _rate(mine)
         arm.measured_speedup = rate / base if rate and base else None
+        arm.measured_low, arm.measured_high = paired_speedup_interval(
+            [(max(0, t.n_tokens - 1), t.decode_s) for t in mine],
+            [(max(0, t.n_tokens - 1), t.decode_s) for t in turns["none"]])
         if arm.policy == "fixed":
             arm.predicted_speedup = machine.speedup(
                 machine.Costs(tuple(verify), in_turn[d]), accept, arm.k)
@@ -169,7 +177,9 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
             arm.predicted_speedup = statistics.median(predicted) / base if predicted and base else None
         arms.append(arm)
     best = max(arms, key=lambda a: a.measured_speedup or 0.0)
-    paying = best.measured_speedup is not None and best.measured_speedup >= MARGIN
+    # faster by the margin, and measurably so: its interval above 1.0
+    paying = best.measured_speedup is not None and best.measured_speedup >= MARGIN \
+        and (best.measured_low is None or best.measured_low > 1.0)
     recommended = ({"draft": best.draft, "k": best.k, "policy": best.policy} if paying
                    else {"draft": "none", "k": DraftSettings().k, "policy": "fixed"})
     others = cpu.others_share(cpu_start, cpu.sample())
@@ -186,8 +196,10 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         "others_cpu": others,
         "recommended": None if busy else recommended,
         "why": busy or (f"{best.draft} {best.policy} k={best.k} measured "
-                        f"{best.measured_speedup:.2f}x" if paying else "no drafter measured more "
-                        f"than {(MARGIN - 1) * 100:.0f}% faster than the target alone here"),
+                        f"{speedup_text(best.measured_speedup, best.measured_low, best.measured_high)}"
+                        if paying else "no drafter measured more than "
+                        f"{(MARGIN - 1) * 100:.0f}% faster than the target alone here, with its "
+                        "95% interval above 1.0"),
     }
 
 
@@ -195,12 +207,13 @@ def table(result: dict[str, Any]) -> Table:
     t = Table(title=f"{result['target']}: {len(result['prompts'])} prompts × {result['tokens']} "
                     f"tokens, target-only {result['target_only_tps'] or 0:.1f} tok/s",
               title_justify="left")
-    for column in ("drafter", "policy", "k", "predicted", "measured", "acceptance"):
+    for column in ("drafter", "policy", "k", "predicted", "measured (95% interval)", "acceptance"):
         t.add_column(column, justify="left" if column in ("drafter", "policy") else "right")
     for a in result["drafters"]:
         t.add_row(a["draft"], a["policy"], str(a["k"]),
                   "–" if a["predicted_speedup"] is None else f"{a['predicted_speedup']:.2f}x",
-                  "–" if a["measured_speedup"] is None else f"{a['measured_speedup']:.2f}x",
+                  speedup_text(a["measured_speedup"], a["measured_low"], a["measured_high"],
+                               compact=True),
                   "–" if a["acceptance"] is None else f"{a['acceptance']:.0%}")
     return t
 

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from specchat.bench.runner import SERVER, Run
+from specchat.engine.stats import paired_speedup_interval
 from specchat.numbers import fmt, mean, percentile
+from specchat.render import speedup_text
 
 ALL = "all"
 
@@ -70,6 +72,10 @@ class Summary:
     """Median over runs of that reported speedup over the back-to-back one (this run's rate
     over the target-only run of the same prompt and repeat): 1.0 when the in-turn baseline is
     right."""
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    """The speedup's 95% interval: runs and their target-only runs (same prompt and repeat)
+    resampled together."""
 
 
 def summarize(runs: Sequence[Run]) -> list[Summary]:
@@ -84,18 +90,25 @@ def summarize(runs: Sequence[Run]) -> list[Summary]:
         for arm in arms:
             mine = [r for r in chosen if r.arm == arm]
             if mine:
-                out.append(_with_reported(_summary(category, arm, mine, step_s), mine, base))
+                out.append(_with_paired(_summary(category, arm, mine, step_s), mine, base))
     return out
 
 
-def _with_reported(s: Summary, runs: Sequence[Run], base: Sequence[Run]) -> Summary:
-    plain = {(r.prompt, r.repeat): r.tokens_per_second for r in base}
+def _with_paired(s: Summary, runs: Sequence[Run], base: Sequence[Run]) -> Summary:
+    """The numbers that pair each run with the target-only run of its prompt and repeat: the
+    in-turn speedup against the back-to-back one, and the speedup's interval."""
+    plain = {(r.prompt, r.repeat): r for r in base}
     reported = [r.reported_speedup for r in runs if r.reported_speedup]
-    ratios = [r.reported_speedup / (r.tokens_per_second / b) for r in runs
+    ratios = [r.reported_speedup / (r.tokens_per_second / b.tokens_per_second) for r in runs
               if r.reported_speedup and r.tokens_per_second
-              and (b := plain.get((r.prompt, r.repeat)))]
+              and (b := plain.get((r.prompt, r.repeat))) and b.tokens_per_second]
     s.reported_speedup = statistics.median(reported) if reported else None
     s.reported_over_measured = statistics.median(ratios) if ratios else None
+    pairs = [(r, plain[(r.prompt, r.repeat)]) for r in runs if (r.prompt, r.repeat) in plain]
+    if s.drafter != "none":
+        s.speedup_low, s.speedup_high = paired_speedup_interval(
+            [(max(0, r.tokens - 1), r.decode_s) for r, _ in pairs],
+            [(max(0, b.tokens - 1), b.decode_s) for _, b in pairs])
     return s
 
 
@@ -170,14 +183,15 @@ def write_csv(path: Path, summaries: Sequence[Summary]) -> None:
             writer.writerow(["" if v is None else v for v in asdict(s).values()])
 
 
-SPEED_COLUMNS = ("tok/s", "speedup", "reported\n(in turn)", "reported /\nback-to-back",
+SPEED_COLUMNS = ("tok/s", "speedup\n(95% interval)", "reported\n(in turn)", "reported /\nback-to-back",
                  "predicted\n(Leviathan)", "policy\npredicted tok/s", "accept", "mean acc.\nlength")
 LATENCY_COLUMNS = ("latency ms\nmean", "p50", "p95", "TTFT ms\nmean", "ITL ms\nmean", "ITL p95",
                    "ITL sd across\nprompts")
 
 
 def _speed_row(s: Summary) -> list[str]:
-    return [fmt(s.tokens_per_second, ".2f"), fmt(s.speedup, ".2f") + "x",
+    return [fmt(s.tokens_per_second, ".2f"), speedup_text(s.speedup, s.speedup_low, s.speedup_high,
+                                                          compact=True),
             fmt(s.reported_speedup, ".2f"), fmt(s.reported_over_measured, ".3f"),
             fmt(s.predicted_speedup, ".2f"), fmt(s.policy_predicted_tps, ".2f"),
             fmt(s.acceptance, ".0%"), fmt(s.mean_accepted_length, ".2f")]
@@ -214,14 +228,15 @@ def rich_tables(summaries: Sequence[Summary], title: str) -> list:
 
 def markdown_table(summaries: Sequence[Summary]) -> str:
     """The per-category table for docs: rate, speedup (measured, predicted), acceptance."""
-    lines = ["| category | arm | tok/s | speedup | reported in turn (median) | reported / "
+    lines = ["| category | arm | tok/s | speedup (95% interval) | reported in turn (median) | reported / "
              "back-to-back (median) | predicted (Leviathan) | policy predicted tok/s "
              "| acceptance | mean accepted length | TTFT ms | ITL ms mean / p95 |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
         lines.append(
             f"| {s.category} | {s.arm} | {fmt(s.tokens_per_second, '.2f')} | "
-            f"{fmt(s.speedup, '.2f')}x | {fmt(s.reported_speedup, '.2f')} | "
+            f"{speedup_text(s.speedup, s.speedup_low, s.speedup_high, compact=True)} | "
+            f"{fmt(s.reported_speedup, '.2f')} | "
             f"{fmt(s.reported_over_measured, '.3f')} | {fmt(s.predicted_speedup, '.2f')} | "
             f"{fmt(s.policy_predicted_tps, '.2f')} | {fmt(s.acceptance, '.0%')} | "
             f"{fmt(s.mean_accepted_length, '.2f')} | {fmt(s.ttft_mean_s, '.0f', scale=1000)} | "

@@ -184,3 +184,21 @@ def speedup_interval(spans: Sequence[tuple[int, float]], steps: Sequence[float],
     tail = (1 - coverage) / 2 * 100
     low, high = np.percentile(speedups, [tail, 100 - tail])
     return float(low), float(high)
+
+
+def paired_speedup_interval(arm: Sequence[tuple[int, float]], base: Sequence[tuple[int, float]],
+                            coverage: float = 0.95) -> tuple[float | None, float | None]:
+    """The `coverage` interval of a suite's speedup (the arm's total rate over the target-only
+    arm's) from the spread over its prompts: `arm[i]` and `base[i]` are the (tokens, seconds) of
+    the same prompt, resampled together (a paired percentile bootstrap, fixed seed). None with
+    fewer than two pairs."""
+    if len(arm) < 2 or len(arm) != len(base):
+        return None, None
+    rng = np.random.default_rng(0)
+    a, b = np.asarray(arm, dtype=float), np.asarray(base, dtype=float)
+    picks = rng.integers(0, len(a), (RESAMPLES, len(a)))
+    a_rate = a[picks, 0].sum(axis=1) / a[picks, 1].sum(axis=1)
+    b_rate = b[picks, 0].sum(axis=1) / b[picks, 1].sum(axis=1)
+    tail = (1 - coverage) / 2 * 100
+    low, high = np.percentile(a_rate / b_rate, [tail, 100 - tail])
+    return float(low), float(high)

@@ -77,7 +77,9 @@ def test_runs_and_summaries_agree_with_the_events_they_consumed(tiny):
         ratios = [r.reported_speedup / (r.tokens_per_second / plain[(r.prompt, r.repeat)])
                   for r in mine]
         assert s.reported_over_measured == pytest.approx(statistics.median(ratios))
-    assert base.reported_speedup is None
+        assert s.speedup_low is not None and s.speedup_high is not None  # 2 prompts x 2 repeats
+        assert s.speedup_low <= s.speedup_high
+    assert base.reported_speedup is None and base.speedup_low is None
     assert by[("edit", "ngram k=4")].runs == 2 * 2  # two edit prompts, two repeats
     target.close()
     draft.close()

@@ -40,13 +40,15 @@ def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path):
         assert {"draft", "k", "policy", "predicted_speedup", "measured_speedup",
                 "acceptance"} <= a.keys()
         assert a["measured_speedup"] > 0
+        assert a["measured_low"] <= a["measured_high"]  # over the two calibration prompts
     assert all(a["predicted_speedup"] > 0 for a in arms if a["policy"] == "fixed")
     rec = result["recommended"]
     assert set(rec) == {"draft", "k", "policy"}
     best = max(arms, key=lambda a: a["measured_speedup"])
     if rec["draft"] == "none":
-        assert best["measured_speedup"] < 1.03
+        assert best["measured_speedup"] < 1.03 or best["measured_low"] <= 1.0
     else:
+        assert best["measured_low"] > 1.0  # measurably faster
         assert (rec["draft"], rec["k"], rec["policy"]) == (best["draft"], best["k"], best["policy"])
 
 

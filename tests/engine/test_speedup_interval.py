@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from support.models import GREEDY, prompt_ids
 
 from specchat.engine.drafters import ModelDrafter
 from specchat.engine.events import turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
-from specchat.engine.stats import speedup_interval
+from specchat.engine.stats import paired_speedup_interval, speedup_interval
 from specchat.render import slower_why, speedup_words
 
 
@@ -25,6 +27,25 @@ def test_the_interval_narrows_to_the_point_when_nothing_varies_and_holds_it_when
     assert low < point < high
     assert speedup_interval(spans[:1], steps) == (None, None)  # nothing to spread
     assert speedup_interval(spans, steps[:1]) == (None, None)
+
+
+@given(st.lists(st.tuples(st.integers(1, 200), st.floats(0.01, 50)), min_size=2, max_size=30),
+       st.floats(0.1, 10))
+def test_a_suite_whose_every_prompt_ran_f_times_faster_has_the_interval_f_to_f(base, f):
+    """Each resample pairs a prompt with its own target-only run, so a constant ratio has no
+    spread: the interval is the point, whatever the prompts' lengths and times."""
+    arm = [(tokens, seconds / f) for tokens, seconds in base]
+    low, high = paired_speedup_interval(arm, base)
+    assert low == pytest.approx(f) and high == pytest.approx(f)
+
+
+def test_a_suite_interval_spreads_with_the_prompts_and_needs_two_of_them():
+    base = [(40, 4.0), (40, 4.0), (40, 4.0), (40, 4.0)]
+    arm = [(40, 2.0), (40, 4.0), (40, 8.0), (40, 3.0)]
+    low, high = paired_speedup_interval(arm, base)
+    point = 160 / 17 / 10  # the arm's total rate over the base's
+    assert low < point < high and high - low > 0.3
+    assert paired_speedup_interval(arm[:1], base[:1]) == (None, None)
 
 
 @pytest.mark.parametrize("text", ["hello world", "the cat sat on", "speculative decoding"])

@@ -67,7 +67,8 @@ class SpecchatApp(App):
 
     def action_slides(self, out: Path = DEFAULT_DIR) -> None:
         """F8: on the chat, every finished turn as SVG and HTML slides in the theme on screen;
-        on the costs screen or a race, an SVG screenshot of it. Says where the files went."""
+        on the costs screen or a race, an SVG screenshot of it. Says where the files went; in a
+        browser (`specchat serve`) they are also sent to it as downloads."""
         out = out.resolve()
         chat = self.chat_screen
         slides = chat.turn_slides()
@@ -77,14 +78,19 @@ class SpecchatApp(App):
                 return
             files = [f for slide in slides for f in write_slide(slide, self.current_theme, out,
                                                                  show_rejected=chat.show_rejected)]
-            self.notify(f"slides of {len(slides)} turn{'s' * (len(slides) > 1)} written to {out}: "
-                        f"{files[0].name} … {files[-1].name}", timeout=10)
-            return
-        kind = SCREENSHOT_NAMES.get(type(self.screen), type(self.screen).__name__.lower())
-        stem = slides[-1].stem if slides else "specchat"
-        out.mkdir(parents=True, exist_ok=True)
-        path = self.save_screenshot(f"{stem}-{kind}.svg", str(out))
-        self.notify(f"screenshot written to {path}", timeout=10)
+            what = f"slides of {len(slides)} turn{'s' * (len(slides) > 1)}"
+        else:
+            kind = SCREENSHOT_NAMES.get(type(self.screen), type(self.screen).__name__.lower())
+            stem = slides[-1].stem if slides else "specchat"
+            out.mkdir(parents=True, exist_ok=True)
+            files = [Path(self.save_screenshot(f"{stem}-{kind}.svg", str(out)))]
+            what = "a screenshot"
+        if self.is_web:
+            for path in files:
+                self.deliver_text(path, save_filename=path.name)
+        sent = " and sent to this browser" if self.is_web else ""
+        self.notify(f"{what} written to {out}{sent}: " + ", ".join(f.name for f in files),
+                    timeout=10)
 
     def action_settings(self) -> None:
         chat = self.chat_screen

@@ -87,7 +87,12 @@ class ChatScreen(ModelLoading):
 
     def on_mount(self) -> None:
         """Start what the app was asked for: load the models, or replay or race traces."""
-        self.query_one(PromptInput).disabled = True
+        # typing may start while the models load (kept, sent once they are); a replay or a race
+        # loads none, so there is nothing to send to
+        prompt = self.query_one(PromptInput)
+        prompt.disabled = bool(self.launch.race) or self.launch.replay is not None
+        if not prompt.disabled:
+            prompt.focus()
         self.transcript.show_rejected = self.show_rejected
         self.set_interval(REDRAW_S, self.redraw)
         launch = self.launch
@@ -100,6 +105,9 @@ class ChatScreen(ModelLoading):
         elif launch.replay is not None:
             self.start_replay(launch.replay, launch.replay_speed)
         else:
+            models = self.settings.models
+            self.set_status(f"asking the llama-server at {models.server}…" if models.server else
+                            f"loading {models.target} with draft {models.draft}…")
             self.load_models(launch.warm_up)
 
     def on_worker_failed(self, message: WorkerFailed) -> None:
@@ -116,8 +124,10 @@ class ChatScreen(ModelLoading):
     # -- a turn -----------------------------------------------------------------------------
     @on(PromptInput.Submitted)
     def send(self, message: PromptInput.Submitted) -> None:
-        if self.busy or self.chat is None:
-            self.notify("a reply is still being generated (Esc stops it)")
+        if self.busy or self.chat is None:  # the message goes back in the box, not lost
+            self.query_one(PromptInput).text = message.text
+            self.notify(f"not ready yet ({self.status_text}): Enter sends it once it is"
+                        if self.chat is None else "a reply is still being generated (Esc stops it)")
             return
         self.begin_reply(message.text)
         self.run_turn(self.chat, message.text)

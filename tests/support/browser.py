@@ -46,7 +46,7 @@ class Served:
         self.proc = subprocess.Popen(
             [*program, "serve", "--port", str(self.port), "--max-sessions",
              str(max_sessions), "--", *app_args], stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
+            stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
             env=specchat_env(tmp_path) | {"TMPDIR": str(tmp_path)} | (env or {}))
         assert self.proc.stdout is not None
         self.banner = self.proc.stdout.readline()

@@ -29,16 +29,22 @@ def specchat(*args: str, tmp_path: Path, stdin: str | None = None
                           text=True, env=specchat_env(tmp_path), timeout=120, input=stdin)
 
 
-def saved_replies(db_path) -> list[tuple[str, int]]:
-    """The assistant messages as another process sees them: (content, complete), oldest first."""
+def saved_messages(db_path, role: str) -> list[tuple[str, int]]:
+    """The messages of `role` as another process sees them: (content, complete), oldest
+    first."""
     if not db_path.exists():
         return []
     with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5) as db:
         try:
-            return db.execute("SELECT content, complete FROM messages WHERE role = 'assistant' "
-                              "ORDER BY id").fetchall()
+            return db.execute("SELECT content, complete FROM messages WHERE role = ? "
+                              "ORDER BY id", (role,)).fetchall()
         except sqlite3.OperationalError:  # the tables are not there yet
             return []
+
+
+def saved_replies(db_path) -> list[tuple[str, int]]:
+    """The assistant messages as another process sees them: (content, complete), oldest first."""
+    return saved_messages(db_path, "assistant")
 
 
 def replying(history: Path, n: int) -> None:

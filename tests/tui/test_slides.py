@@ -42,7 +42,8 @@ def test_f8_writes_each_finished_turn_named_after_the_conversation_and_says_wher
     names = sorted(p.name for p in out.iterdir())
     assert names == [f"chat-1-count-to-three-please-turn-{n}.{ext}" for n in (1, 2)
                      for ext in ("html", "svg")]
-    assert any(f"slides of 2 turns written to {out}" in m for m in messages)
+    assert any(m.startswith(f"slides of 2 turns written to {out}: chat-1-count-to-three-please-"
+                            "turn-1.svg, ") for m in messages)
     second = _html_text(out / "chat-1-count-to-three-please-turn-2.html")
     assert "> And now backwards." in second
     def printable(text: str) -> str:  # the tiny models write control codes Rich may drop
@@ -72,7 +73,7 @@ def test_f8_on_the_costs_screen_saves_a_screenshot_named_after_the_turn(tiny, tm
 
     messages = asyncio.run(go())
     shot = tmp_path / "specchat-slides" / "chat-1-hello-there-turn-1-costs.svg"
-    assert any(f"screenshot written to {shot}" in m for m in messages)
+    assert f"a screenshot written to {shot.parent}: {shot.name}" in messages
     assert "<svg" in shot.read_text(encoding="utf-8")[:200]
 
 

@@ -463,3 +463,39 @@ def test_no_worker_thread_assigns_screen_state_or_queries_a_widget(tiny, tmp_pat
             await until(pilot, lambda: isinstance(app.screen, RaceScreen))
     run_async(scenario)
     assert offenders == []
+
+
+def test_a_message_typed_while_the_models_load_is_kept_and_not_sent(tmp_path):
+    """A llama-server that accepts the connection and never answers keeps the app loading:
+    what the user types meanwhile stays in the box, and Enter says why it was not sent."""
+    import socket
+
+    from specchat.chat.history import HistoryStore
+    from specchat.config import Config
+    from specchat.settings import ModelOptions, Settings
+    from specchat.ui.app import SpecchatApp
+    from specchat.ui.launch import Launch
+    from specchat.ui.widgets import PromptInput
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        app = SpecchatApp(Settings(ModelOptions(server=url)), Launch(warm_up=False),
+                          HistoryStore(tmp_path / "history.sqlite3"), Config(tmp_path / "c.toml"))
+
+        async def go():
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.press(*"hello", "enter")
+                await pilot.pause()
+                assert app.chat_screen.chat is None  # still asking the server
+                kept = app.chat_screen.query_one(PromptInput).text
+                silent.close()  # the server goes away: the app says so and can quit
+                await until(pilot, lambda: any("llama-server" in n.message and n.severity == "error"
+                                               for n in app._notifications))
+                return kept, [n.message for n in app._notifications]
+
+        text, messages = asyncio.run(go())
+    assert text == "hello"
+    assert any(m.startswith("not ready yet (asking the llama-server") for m in messages), messages
+    assert app.history.conversations() == []

@@ -1,14 +1,15 @@
 """`specchat serve` in a real browser: headless Chromium opens the page, the app in it answers a
-typed message on the tiny models and plays a shipped trace, and the verdict colours reach the
-screen's pixels."""
+typed message on the tiny models (whose slides F8 sends to the browser) and plays a shipped
+trace, and the verdict colours reach the screen's pixels."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from html import unescape
 
 from support.browser import TRANSCRIPT, VIEWPORT, Served, browser, colour_pixels, wait_for
-from support.processes import saved_replies, specchat, specchat_env
+from support.processes import saved_messages, saved_replies, specchat, specchat_env
 
 from specchat.ui.theming import DEFAULT_TOKEN_COLOURS
 
@@ -20,6 +21,14 @@ def _open(chromium_browser, url: str):
     page = chromium_browser.new_page(viewport=VIEWPORT)
     response = page.goto(url)
     return page, response
+
+
+def _wait_quietly(check, seconds: float) -> bool:
+    try:
+        wait_for(check, "", timeout=seconds, every=0.1)
+        return True
+    except AssertionError:
+        return False
 
 
 def _drawn(page) -> None:
@@ -54,15 +63,26 @@ def test_a_message_typed_in_the_browser_gets_a_streamed_reply_on_the_tiny_models
             page, _ = _open(b, served.url)
             _drawn(page)
             before = colour_pixels(page.screenshot(), ACCEPTED, TRANSCRIPT)
-            page.keyboard.type("Say something, tiny model.")
-            page.keyboard.press("Enter")
             history = wait_for(served.histories, "a history file for the tab")[0]
+            # typed at once, while the models may still load: the text waits in the box, and
+            # Enter sends it once they are loaded (the app says so until then)
+            page.keyboard.type("Say something, tiny model.")
+            for _ in range(40):
+                page.keyboard.press("Enter")
+                if _wait_quietly(lambda: saved_messages(history, "user"), 0.5):
+                    break
+            assert saved_messages(history, "user") == [("Say something, tiny model.", 1)]
             reply = wait_for(lambda: [r for r in saved_replies(history) if r[1]],
                              "a complete reply saved to the tab's history")[0]
             assert reply[0].strip()
             after = wait_for(lambda: colour_pixels(page.screenshot(), ACCEPTED, TRANSCRIPT),
                              "the reply's accepted drafts on screen")
             assert after > before
+            with page.expect_download(timeout=30_000) as download:  # F8: the slides, sent here
+                page.keyboard.press("F8")
+            assert download.value.suggested_filename.startswith("chat-1-say-something-tiny-model-")
+            slide = unescape(download.value.path().read_text(encoding="utf-8")).replace("\xa0", " ")
+            assert "Say something, tiny model." in slide and ACCEPTED in slide
     finally:
         served.stop()
 

@@ -7,6 +7,7 @@ keeps the result (or drops it) on its own thread, so no app state changes off th
 
 from __future__ import annotations
 
+import statistics
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -58,17 +59,19 @@ class ModelHost:
         engine.clear_caches()
 
     @staticmethod
-    def measure_costs(engine: SpeculativeEngine, repeats: int = 3) -> Costs:
-        """Time the target verifying 1..16 tokens and one draft pass at the conversation's depth
-        (a short prompt first if nothing was said yet); the caches are left as they were."""
+    def measure_costs(engine: SpeculativeEngine, repeats: int = machine.COST_REPEATS) -> Costs:
+        """Time the target verifying 1..16 tokens (`repeats` times each, the sizes interleaved)
+        and one draft pass at the conversation's depth (a short prompt first if nothing was said
+        yet); the caches are left as they were."""
         target = engine.target
         if not target.tokens:
             ids = target.tokenize(target.render_chat([("user", "Say hello.")]))
             target.eval(ids, len(ids) - 1)
-        verify = machine.verify_ms(target, repeats)
+        times = machine.verify_times(target, repeats)
         model = engine.drafter.model
         draft = machine.draft_pass_after(model, target.tokens, repeats * 2) if model else 0.0
-        return Costs(tuple(verify), draft, len(target.tokens))
+        return Costs(tuple(statistics.median(t) for t in times), draft, len(target.tokens),
+                     tuple(machine.spread(t) for t in times))
 
     def load_drafter(self, engine: SpeculativeEngine, choice: str) -> Drafter:
         """A drafter for the engine's target, sharing its generator (one seed, one run). An

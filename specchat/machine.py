@@ -11,6 +11,7 @@ linearly with n and that is why speculation loses there; on a GPU it stays near 
 from __future__ import annotations
 
 import functools
+import random
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -18,10 +19,13 @@ from dataclasses import dataclass, replace
 
 from specchat.engine import kvsync
 from specchat.engine.backend import Backend
+from specchat.engine.events import RoundEvent
 from specchat.engine.policy import expected_tokens
 from specchat.engine.sampling import row_summary
 
 SIZES = range(1, 17)
+COST_REPEATS = 5
+"""Timings per size for the costs screen: enough that each size's spread can be shown."""
 FLAT_SLOPE = 0.02
 """A GPU's verify curve for the what-if: n tokens cost 1 + 0.02 (n - 1) steps, so a batch of 8
 costs about one step (an H200 measured 1.25 for 8 through transformers: docs/gpu.md)."""
@@ -42,9 +46,12 @@ def _timed_eval(model: Backend, base: int, tokens: list[int]) -> None:
         row_summary(row)
 
 
-def verify_ms(target: Backend, repeats: int, sizes: Sequence[int] = SIZES) -> list[float]:
+def verify_times(target: Backend, repeats: int, sizes: Sequence[int] = SIZES,
+                 seed: int = 0) -> list[list[float]]:
     """Milliseconds for the target to evaluate n tokens at once, with the logits row of each
-    (what verification asks for), at the depth its cache holds; the cache is left as it was."""
+    (what verification asks for), at the depth its cache holds: `repeats` times per size, each
+    repeat visiting the sizes in a new shuffled order, so a slow moment of the machine spreads
+    over every size instead of bending one stretch of the curve. The cache is left as it was."""
     base = len(target.tokens)
     if base == 0:
         raise ValueError("the target's cache is empty: evaluate a prompt first")
@@ -52,9 +59,27 @@ def verify_ms(target: Backend, repeats: int, sizes: Sequence[int] = SIZES) -> li
     run = functools.partial(_timed_eval, target, base)
     for n in sizes:  # warm every batch size (kernels, graphs) before timing any
         run(tokens[:n])
-    out = [median_ms(functools.partial(run, tokens[:n]), repeats) for n in sizes]
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    order, rng = list(sizes), random.Random(seed)
+    for _ in range(repeats):
+        rng.shuffle(order)
+        for n in order:
+            times[n].append(median_ms(functools.partial(run, tokens[:n]), 1))
     target.truncate(base)
-    return out
+    return [times[n] for n in sizes]
+
+
+def verify_ms(target: Backend, repeats: int, sizes: Sequence[int] = SIZES) -> list[float]:
+    """The median of `verify_times` for each size."""
+    return [statistics.median(t) for t in verify_times(target, repeats, sizes)]
+
+
+def spread(times: Sequence[float]) -> float:
+    """The interquartile range of repeated timings: how far apart the middle half lies."""
+    if len(times) < 2:
+        return 0.0
+    q = statistics.quantiles(times, n=4, method="inclusive")
+    return q[2] - q[0]
 
 
 def draft_pass_ms(draft: Backend, repeats: int) -> float:
@@ -83,6 +108,8 @@ class Costs:
     """Milliseconds of one draft pass (0 for a drafter with no model: n-gram lookup)."""
     depth: int = 0
     """The context depth they were timed at."""
+    verify_spread: tuple[float, ...] = ()
+    """Milliseconds: the interquartile range of each size's repeats (empty: not measured)."""
 
     def steps(self, n: int) -> float:
         """Verifying n tokens, in target-only steps (extrapolated past the measured sizes)."""
@@ -92,6 +119,12 @@ class Costs:
         slope = (v[-1] - v[-2]) / v[0] if len(v) > 1 else 1.0
         return v[-1] / v[0] + slope * (n - len(v))
 
+    def steps_spread(self, n: int) -> float | None:
+        """The spread of verifying n tokens, in target steps (None past the measured sizes)."""
+        if n > len(self.verify_spread):
+            return None
+        return self.verify_spread[n - 1] / self.verify[0]
+
     @property
     def draft_steps(self) -> float:
         return self.draft / self.verify[0]
@@ -99,7 +132,7 @@ class Costs:
     def flat(self) -> Costs:
         """The same step and draft pass with a GPU's flat verify curve."""
         return replace(self, verify=tuple(self.verify[0] * (1 + FLAT_SLOPE * i)
-                                          for i in range(len(self.verify))))
+                                          for i in range(len(self.verify))), verify_spread=())
 
     def free_drafter(self) -> Costs:
         return replace(self, draft=0.0)
@@ -144,3 +177,69 @@ def conditional_rates(rounds: Iterable[tuple[int, int]], k: int) -> list[tuple[f
             tried[i] += 1
             stood[i] += accepted > i
     return [(s / t if t else 0.0, t) for s, t in zip(stood, tried)]
+
+
+OFF_BY = 0.15
+"""A turn's prediction this far from its measurement has a cost left out, and it is named."""
+
+
+@dataclass(frozen=True)
+class TurnCheck:
+    """A turn's speedup as the cost curve predicts it for the rounds the turn really ran
+    (their draft lengths and verdicts), beside the speedup the turn measured."""
+
+    k: int
+    predicted: float
+    measured: float
+    left_out: str
+    """The cost the prediction left out, from the turn's own round timings, where the two
+    differ by more than OFF_BY (else empty)."""
+
+    @property
+    def off(self) -> float:
+        return self.measured / self.predicted - 1
+
+
+@dataclass(frozen=True)
+class MeasuredTurn:
+    """What a finished turn measured, as the costs screen compares it with the curve."""
+
+    k: int
+    speedup: float
+    baseline_tps: float | None = None
+    """The turn's own target-only rate, at its depth: its speedup's yardstick."""
+    rounds: tuple[RoundEvent, ...] = ()
+    """Its rounds in order (the first yields the first token, outside the decode rate)."""
+
+
+def check_turn(costs: Costs, turn: MeasuredTurn) -> TurnCheck | None:
+    """Predict the turn from the curve and name what the prediction left out. None: no rounds
+    decoded."""
+    k, measured, baseline_tps, rounds = turn.k, turn.speedup, turn.baseline_tps, turn.rounds
+    decode = rounds[1:]
+    if not decode:
+        return None
+    step = costs.verify[0]
+    verify = [costs.steps(r.drafted + 1) * step for r in decode]
+    round_ms = [v + r.drafted * costs.draft for v, r in zip(verify, decode)]
+    predicted = sum(r.emitted for r in decode) * step / sum(round_ms)
+    if abs(measured / predicted - 1) <= OFF_BY:
+        return TurnCheck(k, predicted, measured, "")
+    n = len(decode)
+    walls = [(b.t_s - a.t_s) * 1000 for a, b in zip(rounds, rounds[1:])]
+    parts = {
+        "draft passes beyond one per drafted token (the draft catching up)":
+            sum(r.draft_s * 1000 - r.drafted * costs.draft for r in decode) / n,
+        "Python and sampling between the passes":
+            sum(w - (r.draft_s + r.verify_s) * 1000 for w, r in zip(walls, decode)) / n,
+        "verify passes slower than the curve (another depth or a busy moment)":
+            sum(r.verify_s * 1000 - v for v, r in zip(verify, decode)) / n,
+    }
+    name, ms = max(parts.items(), key=lambda item: abs(item[1]))
+    words = f"{name}: {ms:+.0f} ms a round beside the predicted round's {sum(round_ms) / n:.0f} ms"
+    if baseline_tps:  # the measured speedup's own yardstick: a target step at the turn's depth
+        turn_step = 1000 / baseline_tps
+        if abs(turn_step / step - 1) > OFF_BY and abs(turn_step - step) > abs(ms):
+            words = (f"a target step at the turn's depth: {turn_step:.0f} ms against the "
+                     f"{step:.0f} ms timed here")
+    return TurnCheck(k, predicted, measured, words)

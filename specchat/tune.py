@@ -131,7 +131,8 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     cpu_start = cpu.sample()
     ModelHost.warm_up(engines["none"])
     target.eval(ids[0], len(ids[0]) - 1)
-    verify = machine.verify_ms(target, repeats=3)
+    times = machine.verify_times(target, repeats=machine.COST_REPEATS)
+    verify = [statistics.median(t) for t in times]
     draft_ms = {d: machine.draft_pass_after(drafter.model, target.tokens, 6) if drafter.model
                 else 0.0 for d, drafter in drafters.items()}
     step("calibrating")
@@ -190,8 +191,9 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     return {
         "target": target.name, "prompts": [f"{p.category}/{p.name}" for p in prompts],
         "tokens": tokens, "target_only_tps": base,
-        "verify_cost": [{"n": n, "ms": round(ms, 3), "ratio": round(ms / verify[0], 3)}
-                        for n, ms in zip(machine.SIZES, verify)],
+        "verify_cost": [{"n": n, "ms": round(ms, 3), "ratio": round(ms / verify[0], 3),
+                         "spread_ratio": round(machine.spread(t) / verify[0], 3)}
+                        for n, ms, t in zip(machine.SIZES, verify, times)],
         "draft_ms": draft_ms, "draft_ms_in_turn": in_turn, "drafters": [asdict(a) for a in arms],
         "others_cpu": others,
         "recommended": None if busy else recommended,
@@ -234,8 +236,10 @@ def run(args: argparse.Namespace) -> int:
         console = Console()
         console.print(table(result))
         v = {row["n"]: row["ratio"] for row in result["verify_cost"]}
-        console.print(f"verifying 2, 4, 8 tokens costs {v[2]:.2f}, {v[4]:.2f}, {v[8]:.2f} "
-                      "target steps here.")
+        spread = {row["n"]: row["spread_ratio"] for row in result["verify_cost"]}
+        console.print("verifying 2, 4, 8 tokens costs " + ", ".join(
+            f"{v[n]:.2f} (±{spread[n] / 2:.2f})" for n in (2, 4, 8)) + " target steps here (the "
+            f"middle half of {machine.COST_REPEATS} interleaved timings each).")
         if rec is None:
             console.print(f"no recommendation: {result['why']}; run it again on a quiet machine")
         else:

@@ -16,7 +16,7 @@ from specchat.chat.history import HistoryStore, ReplyRecorder, StoredConversatio
 from specchat.chat.session import ChatSession, Conversation
 from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
-from specchat.machine import conditional_rates
+from specchat.machine import MeasuredTurn, conditional_rates
 
 
 class Session(Protocol):
@@ -41,6 +41,9 @@ class ChatState:
         """Saves the reply in flight as it grows."""
         self.turns: list[TurnEvent] = []
         """This conversation's finished turns."""
+        self.turn_rounds: list[list[RoundEvent]] = []
+        """The rounds of each finished turn, in order (beside `turns`)."""
+        self._rounds_now: list[RoundEvent] = []
         self.rounds: list[tuple[int, int]] = []
         """(drafted, accepted) of this conversation's drafting rounds."""
 
@@ -68,10 +71,14 @@ class ChatState:
         """Save the reply as it grows, and keep what the turn measured."""
         if self.recorder is not None:
             self.recorder(event)
-        if isinstance(event, RoundEvent) and event.drafted:
-            self.rounds.append((event.drafted, event.accepted))
+        if isinstance(event, RoundEvent):
+            self._rounds_now.append(event)
+            if event.drafted:
+                self.rounds.append((event.drafted, event.accepted))
         elif isinstance(event, TurnEvent):
             self.turns.append(event)
+            self.turn_rounds.append(self._rounds_now)
+            self._rounds_now = []
 
     def new(self) -> None:
         """Start a new conversation (saved once its first message is sent)."""
@@ -91,7 +98,7 @@ class ChatState:
 
     def _reset(self, conversation_id: int | None) -> None:
         self.conversation_id = conversation_id
-        self.turns, self.rounds = [], []
+        self.turns, self.rounds, self.turn_rounds, self._rounds_now = [], [], [], []
 
     def drafter_changed(self) -> None:
         """Note the new drafter in the history, from the next message on."""
@@ -103,6 +110,8 @@ class ChatState:
         last position any round drafted (empty before one drafted)."""
         return [rate for rate, n in conditional_rates(self.rounds, k_max) if n]
 
-    def speedups(self) -> list[tuple[int, float]]:
-        """(k, measured speedup) of every speculative turn that measured one."""
-        return [(t.k, t.speedup) for t in self.turns if t.speedup is not None and t.draft != "none"]
+    def measured_turns(self) -> list[MeasuredTurn]:
+        """Every speculative turn that measured its speedup, with its rounds."""
+        return [MeasuredTurn(t.k, t.speedup, t.baseline_tokens_per_second, tuple(r))
+                for t, r in zip(self.turns, self.turn_rounds)
+                if t.speedup is not None and t.draft != "none"]

@@ -296,7 +296,7 @@ class ChatScreen(ModelLoading):
         engine = self.local_engine("the costs screen (it times the models)")
         if engine is None:
             return
-        self.app.push_screen(WhyScreen(self.chat.acceptance(K_MAX), self.chat.speedups(),
+        self.app.push_screen(WhyScreen(self.chat.acceptance(K_MAX), self.chat.measured_turns(),
                                        engine.draft_settings.k, engine.drafter.name, engine))
 
     def action_new_chat(self) -> None:

@@ -24,7 +24,7 @@ from specchat.engine import cpu
 from specchat.engine.loop import SpeculativeEngine
 from specchat.errors import SpecchatError
 from specchat.host import ModelHost
-from specchat.machine import Costs, best_k, break_even, speedup
+from specchat.machine import COST_REPEATS, Costs, MeasuredTurn, best_k, break_even, check_turn, speedup
 from specchat.ui.messages import CostsMeasured
 
 K_MAX = 8
@@ -46,10 +46,10 @@ class WhyScreen(Screen):
     WhyScreen #plots { height: 1fr; }
     """
 
-    def __init__(self, accept: list[float], turns: list[tuple[int, float]], k: int, drafter: str,
+    def __init__(self, accept: list[float], turns: list[MeasuredTurn], k: int, drafter: str,
                  engine: SpeculativeEngine | None = None, costs: Costs | None = None) -> None:
         """`accept`: acceptance per draft position measured in this conversation (empty: none
-        yet); `turns`: (k, speedup) of its turns; `costs`: already measured, else timed on the
+        yet); `turns`: what its turns measured; `costs`: already measured, else timed on the
         `engine`'s models when the screen opens."""
         super().__init__()
         self.measured_accept, self.turns, self.k, self.drafter = accept, turns, k, drafter
@@ -138,7 +138,7 @@ class WhyScreen(Screen):
                  label="a free drafter (n-gram)", marker="braille")
         plt.plot(ks, [1.0] * len(ks), label="break-even", marker="dot")
         if self.turns and not self.flat:
-            plt.scatter([k for k, _ in self.turns], [s for _, s in self.turns],
+            plt.scatter([t.k for t in self.turns], [t.speedup for t in self.turns],
                         label="your turns (measured)", marker="x")
         curve = "a GPU's flat curve (what-if)" if self.flat else "this machine"
         plt.title(f"expected speedup against k, {curve}")
@@ -158,9 +158,13 @@ class WhyScreen(Screen):
                      else "the drafter (n-gram lookup) costs nothing")
         warning = [f"[b]{self.busy[:1].upper() + self.busy[1:]} (M times it again)[/b]"] \
             if self.busy else []
+        spread = costs.steps_spread(4)
+        plus = f" (±{spread / 2:.2f}: the middle half of {COST_REPEATS} interleaved timings)" \
+            if spread is not None else ""
         lines = warning + [f"[b]Why here[/b]  A target step takes {here.verify[0]:.0f} ms "
-                 f"(depth {here.depth}). Verifying 4 tokens costs {costs.steps(4):.1f} target "
-                 f"steps{' on a GPU-shaped curve' if self.flat else ' here'}, and {pass_cost}."]
+                 f"(depth {here.depth}). Verifying 4 tokens costs {costs.steps(4):.2f}{plus} "
+                 f"target steps{' on a GPU-shaped curve' if self.flat else ' here'}, and "
+                 f"{pass_cost}."]
         even = break_even(costs, k)
         if even is None:
             lines.append(f"At k={k} even a draft that is always right would not pay: a round "
@@ -177,6 +181,13 @@ class WhyScreen(Screen):
                      + " ".join(f"{a:.0%}" for a in accept[:k])
                      + f" → expected {speedup(costs, accept, k):.2f}x at k={k}; {best_text}; "
                        f"a free drafter (n-gram) {free_gain:.2f}x at k={free_k}.")
+        checks = [c for c in (check_turn(here, t) for t in self.turns[-4:]) if c]
+        if checks and not self.flat:
+            lines.append("Your last turns, the curve's prediction for the rounds they ran against "
+                         "what they measured: " + "; ".join(
+                             f"k={c.k} {c.predicted:.2f}x → {c.measured:.2f}x"
+                             + (f" ({c.off:+.0%}, left out: {c.left_out})" if c.left_out else "")
+                             for c in checks) + ".")
         if not self.flat:
             flat_k, flat_gain = best_k(costs.flat(), accept, K_MAX)
             lines.append(f"On a GPU, where 8 tokens cost {costs.flat().steps(8):.2f} steps, the "

@@ -6,9 +6,21 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.models import load
 
+from specchat.engine.events import RoundEvent
 from specchat.engine.policy import expected_tokens
-from specchat.machine import Costs, best_k, break_even, conditional_rates, speedup
+from specchat.machine import (
+    Costs,
+    MeasuredTurn,
+    best_k,
+    break_even,
+    check_turn,
+    conditional_rates,
+    speedup,
+    spread,
+    verify_times,
+)
 
 CPU_LIKE = Costs(tuple(10.0 * (1 + 0.55 * i) for i in range(16)), draft=4.0, depth=300)
 """Verifying 4 tokens costs 2.65 steps, a draft pass 0.4 of one: a 2-core CPU's shape."""
@@ -47,3 +59,52 @@ def test_conditional_acceptance_counts_a_position_only_where_the_ones_before_it_
     # (drafted, accepted) per round: position 2 is tried in three rounds, position 3 in one
     rates = conditional_rates([(3, 3), (3, 1), (3, 0), (2, 2), (1, 1)], 3)
     assert rates == [(0.8, 5), (pytest.approx(2 / 3), 3), (1.0, 1)]
+
+
+def _turn(python_ms: float = 0.0, draft_extra_ms: float = 0.0, baseline_tps: float = 100.0,
+          rounds: int = 6) -> MeasuredTurn:
+    """A k=3 turn on CPU_LIKE's curve (step 10 ms): rounds of 3 drafted, 2 accepted, with
+    `python_ms` between the passes and `draft_extra_ms` of draft catch-up each, its speedup
+    measured as the engine does (decode rate over the baseline)."""
+    draft_s, verify_s = (12.0 + draft_extra_ms) / 1000, 26.5 / 1000
+    wall = draft_s + verify_s + python_ms / 1000
+    events = (RoundEvent(0, 0, 0, 0, 0.0, 0.1, 1, 0.1),
+              *(RoundEvent(i, 3, 3, 2, draft_s, verify_s, 3, 0.1 + i * wall)
+                for i in range(1, rounds + 1)))
+    measured = 3 / wall / baseline_tps
+    return MeasuredTurn(3, measured, baseline_tps, events)
+
+
+@given(st.floats(0.0, 1.0), st.floats(0.0, 0.5))
+def test_a_turn_that_costs_what_the_curve_says_is_predicted_with_nothing_left_out(python, extra):
+    check = check_turn(CPU_LIKE, _turn(python, extra))
+    assert check is not None and check.left_out == ""
+    assert check.predicted == pytest.approx(3 * 10 / (26.5 + 12))
+
+
+@pytest.mark.parametrize("turn, named, ms", [
+    (_turn(python_ms=20.0), "Python and sampling between the passes", 20),
+    (_turn(draft_extra_ms=16.0), "draft passes beyond one per drafted token", 16),
+    (_turn(baseline_tps=50.0), "a target step at the turn's depth: 20 ms against the 10 ms", None),
+])
+def test_a_turn_far_from_its_prediction_names_the_cost_left_out(turn, named, ms):
+    check = check_turn(CPU_LIKE, turn)
+    assert check is not None and abs(check.off) > 0.15
+    assert check.left_out.startswith(named)
+    if ms is not None:
+        assert f"+{ms} ms a round beside the predicted round's 38 ms" in check.left_out
+
+
+def test_a_turn_with_no_decode_round_has_nothing_to_check():
+    assert check_turn(CPU_LIKE, MeasuredTurn(3, 1.0, 100.0, _turn().rounds[:1])) is None
+
+
+def test_the_verify_curve_is_timed_interleaved_and_leaves_the_cache_as_it_was(tiny):
+    target = load(tiny.target)
+    target.eval(target.tokenize("the cat sat on the mat and then"), 0)
+    before = list(target.tokens)
+    times = verify_times(target, repeats=3, sizes=range(1, 5))
+    assert [len(t) for t in times] == [3, 3, 3, 3] and all(ms > 0 for t in times for ms in t)
+    assert target.tokens == before
+    assert spread([1.0, 2.0, 3.0, 4.0, 100.0]) == 2.0  # the middle half, not the outlier
+    target.close()

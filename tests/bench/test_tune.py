@@ -31,7 +31,7 @@ def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path):
     result = json.loads(proc.stdout)
     verify = result["verify_cost"]
     assert [v["n"] for v in verify] == list(range(1, 17)) and verify[0]["ratio"] == 1.0
-    assert all(v["ms"] > 0 for v in verify)
+    assert all(v["ms"] > 0 and v["spread_ratio"] >= 0 for v in verify)
     arms = result["drafters"]
     assert {(a["draft"], a["policy"]) for a in arms} == {
         (str(tiny.draft), "fixed"), (str(tiny.draft), "adaptive"), ("ngram", "fixed"),

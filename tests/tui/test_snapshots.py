@@ -10,7 +10,7 @@ from support.pilot import SIZE, THEMES, ready, until
 
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
 from specchat.engine.stats import TurnStats
-from specchat.machine import Costs
+from specchat.machine import Costs, MeasuredTurn
 from specchat.ui.messages import EventBatch
 from specchat.ui.model_menu import ModelMenu
 
@@ -85,8 +85,21 @@ def test_draft_menu_lists_incompatible_models_with_their_reason(snap_compare, ap
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
-CPU_LIKE = Costs(tuple(10.0 * (1 + 0.55 * i) for i in range(16)), draft=4.0, depth=300)
+CPU_LIKE = Costs(tuple(10.0 * (1 + 0.55 * i) for i in range(16)), draft=4.0, depth=300,
+                 verify_spread=(0.6,) * 16)
 """Verifying 4 tokens costs 2.65 steps, a draft pass 0.4 of one: a 2-core CPU's shape."""
+
+
+def _rounds(python_ms: float) -> tuple[RoundEvent, ...]:
+    """A first round, then four rounds of 3 drafted, 2 accepted, costing what CPU_LIKE says
+    plus `python_ms` between the passes."""
+    wall = 0.012 + 0.0265 + python_ms / 1000
+    return (RoundEvent(0, 0, 0, 0, 0.0, 0.1, 1, 0.1),
+            *(RoundEvent(i, 3, 3, 2, 0.012, 0.0265, 3, 0.1 + i * wall) for i in range(1, 5)))
+
+
+TURNS = [MeasuredTurn(3, 0.74, 100.0, _rounds(2.0)), MeasuredTurn(3, 0.50, 100.0, _rounds(21.5))]
+"""A turn as the curve predicts it, and one that spent 21.5 ms a round in Python."""
 
 
 @pytest.mark.parametrize("theme", THEMES)
@@ -96,8 +109,8 @@ def test_costs_screen_snapshot(snap_compare, snapshot_app, theme):
     async def run_before(pilot):
         await ready(snapshot_app, pilot)
         snapshot_app.theme = theme
-        snapshot_app.push_screen(WhyScreen([0.82, 0.81, 0.82, 0.86], [(3, 0.74), (3, 0.81)], 3,
-                                         "tiny-draft", costs=CPU_LIKE))
+        snapshot_app.push_screen(WhyScreen([0.82, 0.81, 0.82, 0.86], TURNS, 3, "tiny-draft",
+                                           costs=CPU_LIKE))
         await pilot.pause(0.2)
 
     assert snap_compare(snapshot_app, terminal_size=SIZE, run_before=run_before)

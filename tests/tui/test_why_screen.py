@@ -26,7 +26,12 @@ def test_the_costs_screen_times_this_machine_and_says_why(tiny, tmp_path):
             text = str(screen.query_one("#why").render())
             costs = screen.costs
             assert len(costs.verify) == 16 and costs.draft > 0
-            assert f"Verifying 4 tokens costs {costs.steps(4):.1f} target steps here" in text
+            assert f"Verifying 4 tokens costs {costs.steps(4):.2f} (±" in text
+            assert "the middle half of 5 interleaved timings) target steps here" in text
+            turns = app.chat_screen.chat.measured_turns()
+            assert len(turns) == 1 and len(costs.verify_spread) == 16
+            assert "against what they measured: k=3 " in text
+            assert f"→ {turns[0].speedup:.2f}x" in text
             assert "break even" in text or "would not pay" in text
             assert app.chat_screen.chat.session.engine.target.tokens == target_before  # caches untouched
             before = screen.accept

@@ -34,25 +34,27 @@ def require_llama_cpp() -> None:
 
 
 def load_model(path: Path, options: ModelOptions, n_ctx: int, gpu_layers: int | None,
-               rpc: str | None = None) -> Backend:
-    """One model on the backend the options name (its layers on the RPC servers `rpc` names)."""
+               rpc: str | None = None, threads: int | None = None) -> Backend:
+    """One model on the backend the options name (its layers on the RPC servers `rpc` names),
+    on `threads` CPU threads (default: the options' threads)."""
+    threads = threads or options.threads
     if options.backend == "transformers":
         if rpc:
             raise SpecchatError("--rpc needs the llamacpp backend")
         from specchat.backends.hf import TransformersBackend
 
         return TransformersBackend(path, models_dir(), n_ctx=n_ctx, device=options.device,
-                                   dtype=options.dtype, n_threads=options.threads)
+                                   dtype=options.dtype, n_threads=threads)
     if options.backend != "llamacpp":
         raise SpecchatError(f"backend {options.backend!r}: choose one of {', '.join(BACKENDS)}")
     if rpc:  # in a child process: a server lost mid-turn costs the turn, not specchat
         from specchat.backends.isolated import IsolatedBackend
 
         return IsolatedBackend(path, rpc=rpc, timeout_s=options.rpc_timeout, n_ctx=n_ctx,
-                               n_gpu_layers=gpu_layers, n_threads=options.threads)
+                               n_gpu_layers=gpu_layers, n_threads=threads)
     from specchat.backends.llamacpp import LlamaCppBackend  # the transformers path needs no build
 
-    return LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=gpu_layers, n_threads=options.threads)
+    return LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=gpu_layers, n_threads=threads)
 
 
 def load_target(choice: str, options: ModelOptions, catalog: Catalog | None = None) -> Backend:
@@ -90,7 +92,8 @@ def load_drafter(
     headers = path.suffix == ".gguf" and target.path.suffix == ".gguf"
     if headers:  # judged from the headers, before any weights load
         _compatible(compat.check(target.path, path), path, target)
-    backend = load_model(path, options, target.n_ctx, options.draft_gpu_layers, options.draft_rpc)
+    backend = load_model(path, options, target.n_ctx, options.draft_gpu_layers, options.draft_rpc,
+                         options.draft_threads)
     if not headers:
         verdict = compat.check_loaded(target, backend)
         if not verdict.ok:

@@ -82,6 +82,10 @@ class ModelOptions:
         label="baseline llama-server", hint="empty = no speedup for --server replies")
     n_ctx: int = opt(4096, "context size in tokens", flag="--ctx", low=32)
     threads: int | None = opt(None, "CPU threads (default: all cores)", kind=int, low=1)
+    draft_threads: int | None = opt(
+        None, "CPU threads of the draft model (default: --threads; on a machine whose other "
+              "programs take a core, 1 can be faster: docs/benchmark.md)", kind=int,
+        label="draft threads", hint="empty = as the target", low=1)
     target_gpu_layers: int | None = opt(
         None, "layers of the target on the GPU (default: all, where a GPU backend exists)",
         kind=int, label="target GPU layers", hint="empty = all where a GPU exists", low=-1)

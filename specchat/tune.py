@@ -191,6 +191,9 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     return {
         "target": target.name, "prompts": [f"{p.category}/{p.name}" for p in prompts],
         "tokens": tokens, "target_only_tps": base,
+        "threads": {"target": getattr(target, "n_threads", None),
+                    "draft": next((getattr(d.model, "n_threads", None) for d in drafters.values()
+                                   if d.model), None)},
         "verify_cost": [{"n": n, "ms": round(ms, 3), "ratio": round(ms / verify[0], 3),
                          "spread_ratio": round(machine.spread(t) / verify[0], 3)}
                         for n, ms, t in zip(machine.SIZES, verify, times)],
@@ -240,6 +243,10 @@ def run(args: argparse.Namespace) -> int:
         console.print("verifying 2, 4, 8 tokens costs " + ", ".join(
             f"{v[n]:.2f} (±{spread[n] / 2:.2f})" for n in (2, 4, 8)) + " target steps here (the "
             f"middle half of {machine.COST_REPEATS} interleaved timings each).")
+        threads = result["threads"]
+        console.print(f"threads: target {threads['target'] or '–'}, draft "
+                      f"{threads['draft'] or '–'} (--threads, --draft-threads; "
+                      "python -m benchmarks.threads measures which pays here).")
         if rec is None:
             console.print(f"no recommendation: {result['why']}; run it again on a quiet machine")
         else:

@@ -26,12 +26,14 @@ def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path):
     prompts.write_text(PROMPTS)
     proc = specchat("tune", "--target", str(tiny.target), "--draft", str(tiny.draft), "--draft",
                     "ngram", "--prompts", str(prompts), "--max-tokens", "16", "--threads", "1",
+                    "--draft-threads", "2",
                     "--json", tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     verify = result["verify_cost"]
     assert [v["n"] for v in verify] == list(range(1, 17)) and verify[0]["ratio"] == 1.0
     assert all(v["ms"] > 0 and v["spread_ratio"] >= 0 for v in verify)
+    assert result["threads"] == {"target": 1, "draft": 2}  # each model its own threads
     arms = result["drafters"]
     assert {(a["draft"], a["policy"]) for a in arms} == {
         (str(tiny.draft), "fixed"), (str(tiny.draft), "adaptive"), ("ngram", "fixed"),

@@ -5,11 +5,10 @@ conftest.py; shared functions are in the `support` package."""
 from __future__ import annotations
 
 import hashlib
-import os
 
 import pytest
 from support.browser import chromium_binary
-from support.checks import DIVERGENCES
+from support.checks import DIVERGENCES, missing
 from support.fuzz import FUZZED
 from support.models import TinyModels, write_tiny_models
 from support.processes import make_wheel
@@ -25,12 +24,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
 @pytest.fixture(scope="session")
 def chromium() -> str:
     """Debian's Chromium for the browser tests (.ci/run installs it)."""
-    binary = chromium_binary()
-    if binary is None:
-        if os.environ.get("SPECCHAT_REQUIRE_E2E"):
-            pytest.fail("Chromium is required here: apt-get install chromium")
-        pytest.skip("no Chromium (apt-get install chromium)")
-    return binary
+    return chromium_binary() or missing("Chromium", "apt-get install chromium")
 
 
 @pytest.fixture

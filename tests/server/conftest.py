@@ -3,20 +3,15 @@ llama-cpp-python in use) on the tiny pair, speculating with the tiny draft."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from support.checks import missing
 from support.processes import LlamaServer, llama_server_binary
 
 
 @pytest.fixture(scope="session")
 def server_binary():
-    binary = llama_server_binary()
-    if binary is None:
-        if os.environ.get("SPECCHAT_REQUIRE_E2E"):
-            pytest.fail("llama-server is required here: python -m benchmarks.tools llama-server")
-        pytest.skip("llama-server not built (python -m benchmarks.tools llama-server)")
-    return binary
+    return llama_server_binary() or missing("llama-server",
+                                            "python -m benchmarks.tools llama-server")
 
 
 @pytest.fixture(scope="module")

@@ -73,7 +73,7 @@ def main() -> int:
                     turn = next(e for e in engine.generate(ids, GenerationSettings(
                         max_tokens=args.tokens, baseline_steps=0)) if isinstance(e, TurnEvent))
                     rates.setdefault((busy, name), []).append(turn.tokens_per_second or 0.0)
-            print(f"repeat {repeat + 1}/{args.repeats} done", file=sys.stderr)
+        print(f"repeat {repeat + 1}/{args.repeats} done", file=sys.stderr)
     best_quiet = max(statistics.median(rates[(False, n)]) for n in names)
     lines = [f"Greedy, {args.tokens} tokens, k={args.k}, {args.repeats} repeats (medians), "
              f"{options.target} with draft {options.draft}:", "",

@@ -6,6 +6,7 @@ The colours here are the terminal defaults; the TUI takes its colours from theme
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from typing import IO
 
@@ -137,6 +138,8 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
     else:
         parts.append(f"target passes {turn.target_passes}")
     parts.append(f"stop {turn.stop_reason}")
+    if turn.threads is not None and turn.threads < (os.cpu_count() or 1):
+        parts.append(f"threads {turn.threads} (the other cores were busy before it)")
     if note := busy_note(turn.others_cpu):
         parts.append(note.upper()[:1] + note[1:])
     return " · ".join(parts)

@@ -177,6 +177,10 @@ class TransformersBackend:
         self.tokens.extend(tokens)
         return out.logits[0].float().cpu().numpy()
 
+    def fit_threads(self, free: int) -> int:
+        """torch's thread count is the process's, set once at load: left as it is."""
+        return _torch()[0].get_num_threads()
+
     def truncate(self, n: int) -> None:
         if n < len(self.tokens):
             self._cache.crop(n - len(self.tokens))  # negative: drop that many from the end

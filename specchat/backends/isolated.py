@@ -70,6 +70,7 @@ class IsolatedBackend(LlamaVocab):
         self.timeout_s = timeout_s
         self._load: dict[str, Any] = dict(path=path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers,
                                           n_threads=n_threads, n_batch=n_batch, rpc=rpc)
+        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
         mparams = llama_cpp.llama_model_default_params()
         mparams.vocab_only = True
         self._model: llama_cpp.llama_model_p | None = load_model(path, mparams)
@@ -192,6 +193,10 @@ class IsolatedBackend(LlamaVocab):
         one at a time); the cache is gone, and the next eval loads the model there again."""
         self._stop()
         self.tokens = []
+
+    def fit_threads(self, free: int) -> int:
+        """Its passes run on RPC servers: this machine's free cores do not bound them."""
+        return self.n_threads
 
     def truncate(self, n: int) -> None:
         """Cut the mirror; the child cuts its cache to it before the next eval."""

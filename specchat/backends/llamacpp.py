@@ -183,6 +183,9 @@ class LlamaCppBackend(LlamaVocab):
         self.n_ctx = int(llama_cpp.llama_n_ctx(self._ctx))
         self.n_batch = int(llama_cpp.llama_n_batch(self._ctx))  # llama.cpp may clamp it
         self.n_threads = threads
+        self._max_threads = threads
+        self._auto_threads = n_threads is None
+        """The user left the thread count to specchat: it follows the free cores."""
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self.tokens: list[int] = []
@@ -226,6 +229,14 @@ class LlamaCppBackend(LlamaVocab):
         if not rows:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         return rows[0] if len(rows) == 1 else np.concatenate(rows)
+
+    def fit_threads(self, free: int) -> int:
+        if self._auto_threads:
+            n = max(1, min(self._max_threads, free))
+            if n != self.n_threads:
+                llama_cpp.llama_set_n_threads(self._ctx, n, n)
+                self.n_threads = n
+        return self.n_threads
 
     def truncate(self, n: int) -> None:
         if n >= len(self.tokens):

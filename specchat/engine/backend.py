@@ -45,6 +45,11 @@ class Backend(Protocol):
         positions `logits_from`..len(tokens)-1 of this batch as a float32 array."""
         ...
 
+    def fit_threads(self, free: int) -> int:
+        """Use at most `free` CPU threads from the next pass on, where the user left the count
+        to specchat (never more than it started with); return the threads it now uses."""
+        ...
+
     def truncate(self, n: int) -> None:
         """Drop every cached token at position >= n."""
         ...

@@ -61,3 +61,44 @@ def busy_note(share: float | None, what: str = "this reply") -> str:
     if share is None or share < BUSY_SHARE:
         return ""
     return f"other programs used {share:.0%} of the CPU during {what}: its timings are unreliable"
+
+
+
+def _running() -> tuple[int, int] | None:
+    """(tasks running on the machine now, of them this process's threads), from /proc."""
+    try:
+        stat = PROC_STAT.read_text()
+        machine = int(next(line.split()[1] for line in stat.splitlines()
+                           if line.startswith("procs_running")))
+        mine = 0
+        for task in Path("/proc/self/task").iterdir():
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            mine += fields[0] == "R"
+        return machine, mine
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
+def others_running(reads: int = 5, every_s: float = 0.002) -> int | None:
+    """How many of other programs' tasks are running now: the fewest over a few reads a few
+    milliseconds apart, so only a load that stays counts (None where /proc cannot tell)."""
+    counts = []
+    for i in range(reads):
+        now = _running()
+        if now is None:
+            return None
+        counts.append(max(0, now[0] - now[1]))
+        if i + 1 < reads:
+            time.sleep(every_s)
+    return min(counts)
+
+
+def free_cores(others: int | None, cores: int | None = None) -> int:
+    """The cores other programs' running tasks leave free: all of them where unknown. A thread
+    more than there are free cores makes llama.cpp's threads wait on each other at every step
+    (measured here: target-only 39 tok/s on two threads, 11 with a core busy, 27 on one
+    thread; in the app the wait was far worse: docs/benchmark.md)."""
+    cores = cores or os.cpu_count() or 1
+    if others is None:
+        return cores
+    return max(1, cores - others)

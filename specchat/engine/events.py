@@ -138,6 +138,9 @@ class TurnEvent:
     """The share of this machine's CPU time other programs used during the turn (its baseline
     steps included): above 0.2 its timings are unreliable. None where not measured (not Linux,
     or a model runs in another process)."""
+    threads: int | None = None
+    """The CPU threads the target ran the turn with: one per core other programs left free
+    since the last turn, unless --threads fixed them. None where not measured."""
     server: dict[str, Any] | None = None
     """A llama-server's own final `timings` for this reply (its prompt and decode rates, its
     draft counters), where a server generated it; the numbers above are the client's."""

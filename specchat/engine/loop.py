@@ -180,6 +180,10 @@ class SpeculativeEngine:
         models = [m for m in (self.target, self.drafter.model) if m is not None]
         # another process's CPU would count as another program's
         cpu_start = cpu.sample() if all(m.where.startswith("here") for m in models) else None
+        threads = None
+        if cpu_start is not None:  # one thread per core other programs leave free right now
+            free = cpu.free_cores(cpu.others_running())
+            threads = [m.fit_threads(free) for m in models][0]
         committed = list(prompt_ids)
         reply = _Reply(self.target, settings)
         stats = TurnStats()
@@ -257,7 +261,7 @@ class SpeculativeEngine:
             draft=self.drafter.name, k=self.draft_settings.k, policy=self.policy.name,
             stop_reason=reply.stop_reason, baseline=baseline, baseline_source=source,
             others_cpu=cpu.others_share(cpu_start, cpu.sample() if cpu_start else None),
-            baseline_steps_s=steps,
+            baseline_steps_s=steps, threads=threads,
         )
 
     def _refill(self, committed: list[int]) -> int:

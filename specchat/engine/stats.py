@@ -123,6 +123,7 @@ class TurnStats:
         target_passes: int, draft_passes: int, draft: str, k: int, policy: str, stop_reason: str,
         baseline: float | None = None, baseline_source: str = "not measured",
         others_cpu: float | None = None, baseline_steps_s: Sequence[float] = (),
+        threads: int | None = None,
     ) -> TurnEvent:
         """The turn summary; `baseline` is the target-only decode rate the speedup is taken
         against, and `baseline_source` says how it was measured."""
@@ -158,6 +159,7 @@ class TurnStats:
             baseline_tokens_per_second=baseline,
             baseline_source=baseline_source,
             others_cpu=others_cpu,
+            threads=threads,
             speedup_low=low,
             speedup_high=high,
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from textual import events
 from textual.binding import Binding
 from textual.content import Content
@@ -186,6 +188,10 @@ class StatsPanel(Static):
                 busy = bool(busy_note(final.others_cpu))
                 lines.append(f"other programs    {final.others_cpu:.0%} of the CPU"
                              + ("  [b](timings unreliable)[/b]" if busy else ""))
+            cores = os.cpu_count() or 1
+            if final.threads is not None and final.threads < cores:
+                lines.append(f"threads           {final.threads} of {cores} cores (the rest "
+                             "were busy before it)")
         if final and final.server:
             lines += ["", "[b]the server's own[/b] (its timings)",
                       f"decode tok/s      {fmt(final.server.get('predicted_per_second'), '.1f')}",

@@ -4,6 +4,7 @@ end shows for it."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from support.models import GREEDY, load
 from support.tinymodels import TinySpec, write_tiny_gguf
 
-from specchat.engine.cpu import BUSY_SHARE, CpuSample, busy_note, others_share
+from specchat.engine.cpu import BUSY_SHARE, CpuSample, busy_note, free_cores, others_running, others_share
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import turn_of
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
@@ -67,3 +68,45 @@ def test_a_turn_beside_busy_programs_says_its_timings_are_unreliable(tmp_path):
     assert note.endswith("its timings are unreliable")
     assert "Other programs used" in stats_line(crowded)
     assert slower_why(crowded) == f" · {note}"  # no speedup explained from such timings
+
+
+@given(st.integers(0, 200), st.integers(1, 64))
+def test_free_cores_leave_one_thread_at_least_and_never_more_than_the_cores(others, cores):
+    free = free_cores(others, cores)
+    assert 1 <= free <= cores and free == max(1, cores - others)
+    assert free_cores(None, cores) == cores
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores to leave one free")
+def test_a_turn_after_other_programs_took_a_core_runs_on_the_cores_left(tmp_path):
+    """llama.cpp's threads wait on each other at every step when one of them has no core: the
+    engine gives a turn one thread per core other programs leave free when it starts, and says
+    so; a thread count the user fixed stays."""
+    cores = os.cpu_count() or 1
+    model = tmp_path / "tiny.gguf"
+    write_tiny_gguf(model, TinySpec(seed=0))
+    from specchat.backends.llamacpp import LlamaCppBackend
+
+    auto, fixed = LlamaCppBackend(model, n_ctx=1024), LlamaCppBackend(model, n_ctx=1024,
+                                                                      n_threads=cores)
+    engines = [SpeculativeEngine(b, NoDrafter(), GREEDY) for b in (auto, fixed)]
+    ids = auto.tokenize(auto.render_chat([("user", "hello")]))
+
+    def turns() -> list:
+        return [turn_of(e.generate(ids, GenerationSettings(max_tokens=8))) for e in engines]
+
+    assert [t.threads for t in turns()] == [cores, cores]
+    assert others_running() == 0  # nothing else runs here (this process's threads not counted)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores - 1)]
+    try:
+        time.sleep(0.5)  # the loops running: all cores but one taken
+        crowded = turns()
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    assert [t.threads for t in crowded] == [1, cores]
+    assert "threads 1 (the other cores were busy before it)" in stats_line(crowded[0])
+    assert [t.threads for t in turns()] == [cores, cores]  # the cores came back
+    auto.close()
+    fixed.close()

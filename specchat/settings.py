@@ -81,10 +81,11 @@ class ModelOptions:
               "own speculation); bench runs it as the target-only arm", kind=str,
         label="baseline llama-server", hint="empty = no speedup for --server replies")
     n_ctx: int = opt(4096, "context size in tokens", flag="--ctx", low=32)
-    threads: int | None = opt(None, "CPU threads (default: all cores)", kind=int, low=1)
+    threads: int | None = opt(None, "CPU threads (default: at each turn, one per core other "
+                                    "programs leave free)", kind=int, low=1)
     draft_threads: int | None = opt(
-        None, "CPU threads of the draft model (default: --threads; on a machine whose other "
-              "programs take a core, 1 can be faster: docs/benchmark.md)", kind=int,
+        None, "CPU threads of the draft model (default: --threads, or as the target's follow "
+              "the free cores: docs/benchmark.md)", kind=int,
         label="draft threads", hint="empty = as the target", low=1)
     target_gpu_layers: int | None = opt(
         None, "layers of the target on the GPU (default: all, where a GPU backend exists)",

@@ -125,6 +125,13 @@ class Costs:
             return None
         return self.verify_spread[n - 1] / self.verify[0]
 
+    def unresolved(self, up_to: int) -> list[int]:
+        """The sizes up to `up_to` whose timings spread wider than the difference to the next
+        size: there the curve's shape is within its noise."""
+        last = min(up_to, len(self.verify_spread), len(self.verify) - 1)
+        return [n for n in range(1, last + 1)
+                if self.verify_spread[n - 1] > abs(self.verify[n] - self.verify[n - 1])]
+
     @property
     def draft_steps(self) -> float:
         return self.draft / self.verify[0]

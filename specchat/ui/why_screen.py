@@ -161,10 +161,14 @@ class WhyScreen(Screen):
         spread = costs.steps_spread(4)
         plus = f" (±{spread / 2:.2f}: the middle half of {COST_REPEATS} interleaved timings)" \
             if spread is not None else ""
+        noisy = costs.unresolved(k + 1)
+        noise = (f" The timings of {', '.join(map(str, noisy))} tokens spread wider than the "
+                 "step to the next size: there the curve is within its noise (M times again)."
+                 if noisy else "")
         lines = warning + [f"[b]Why here[/b]  A target step takes {here.verify[0]:.0f} ms "
                  f"(depth {here.depth}). Verifying 4 tokens costs {costs.steps(4):.2f}{plus} "
                  f"target steps{' on a GPU-shaped curve' if self.flat else ' here'}, and "
-                 f"{pass_cost}."]
+                 f"{pass_cost}.{noise}"]
         even = break_even(costs, k)
         if even is None:
             lines.append(f"At k={k} even a draft that is always right would not pay: a round "

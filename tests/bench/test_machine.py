@@ -3,6 +3,8 @@ shows them is tested in tests/tui)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -108,3 +110,11 @@ def test_the_verify_curve_is_timed_interleaved_and_leaves_the_cache_as_it_was(ti
     assert target.tokens == before
     assert spread([1.0, 2.0, 3.0, 4.0, 100.0]) == 2.0  # the middle half, not the outlier
     target.close()
+
+
+def test_the_curve_is_within_its_noise_where_timings_spread_wider_than_the_next_size_differs():
+    assert CPU_LIKE.unresolved(8) == []  # no spread measured
+    tight = replace(CPU_LIKE, verify_spread=(0.6,) * 16)  # sizes 5.5 ms apart
+    assert tight.unresolved(8) == []
+    wide = replace(CPU_LIKE, verify_spread=(0.6, 0.6, 9.0) + (0.6,) * 13)
+    assert wide.unresolved(8) == [3] and wide.unresolved(2) == []

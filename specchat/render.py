@@ -87,6 +87,11 @@ def speedup_words(turn: TurnEvent) -> str:
     return speedup_text(turn.speedup, turn.speedup_low, turn.speedup_high)
 
 
+def fewer_threads(turn: TurnEvent) -> bool:
+    """Whether the turn ran on fewer threads than cores: the others were busy when it started."""
+    return turn.threads is not None and turn.threads < (os.cpu_count() or 1)
+
+
 def slower_why(turn: TurnEvent) -> str:
     """One line of why a reply was slower than the target alone, from what the turn measured:
     a round's cost in target steps against the tokens a round yielded; or that other programs
@@ -138,7 +143,7 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
     else:
         parts.append(f"target passes {turn.target_passes}")
     parts.append(f"stop {turn.stop_reason}")
-    if turn.threads is not None and turn.threads < (os.cpu_count() or 1):
+    if fewer_threads(turn):
         parts.append(f"threads {turn.threads} (the other cores were busy before it)")
     if note := busy_note(turn.others_cpu):
         parts.append(note.upper()[:1] + note[1:])

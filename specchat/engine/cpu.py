@@ -63,7 +63,6 @@ def busy_note(share: float | None, what: str = "this reply") -> str:
     return f"other programs used {share:.0%} of the CPU during {what}: its timings are unreliable"
 
 
-
 def _running() -> tuple[int, int] | None:
     """(tasks running on the machine now, of them this process's threads), from /proc."""
     try:
@@ -81,16 +80,19 @@ def _running() -> tuple[int, int] | None:
 
 def others_running(reads: int = 5, every_s: float = 0.002) -> int | None:
     """How many of other programs' tasks are running now: the fewest over a few reads a few
-    milliseconds apart, so only a load that stays counts (None where /proc cannot tell)."""
-    counts = []
+    milliseconds apart, so only a load that stays counts (None where /proc cannot tell). A quiet
+    machine costs one read: the first that shows none ends it."""
+    fewest: int | None = None
     for i in range(reads):
         now = _running()
         if now is None:
             return None
-        counts.append(max(0, now[0] - now[1]))
-        if i + 1 < reads:
-            time.sleep(every_s)
-    return min(counts)
+        count = max(0, now[0] - now[1])
+        fewest = count if fewest is None else min(fewest, count)
+        if fewest == 0 or i + 1 == reads:  # none running: no read can show fewer
+            return fewest
+        time.sleep(every_s)
+    return fewest
 
 
 def free_cores(others: int | None, cores: int | None = None) -> int:

@@ -139,8 +139,8 @@ class TurnEvent:
     steps included): above 0.2 its timings are unreliable. None where not measured (not Linux,
     or a model runs in another process)."""
     threads: int | None = None
-    """The CPU threads the target ran the turn with: one per core other programs left free
-    since the last turn, unless --threads fixed them. None where not measured."""
+    """The CPU threads the target ran the turn with: one per core other programs left free when
+    it started, unless --threads fixed them. None where not measured."""
     server: dict[str, Any] | None = None
     """A llama-server's own final `timings` for this reply (its prompt and decode rates, its
     draft counters), where a server generated it; the numbers above are the client's."""

@@ -176,14 +176,17 @@ class SpeculativeEngine:
             terminal) does not count against the engine's rates."""
             return time.perf_counter() - suspended
 
-        t_start = clock()
         models = [m for m in (self.target, self.drafter.model) if m is not None]
-        # another process's CPU would count as another program's
-        cpu_start = cpu.sample() if all(m.where.startswith("here") for m in models) else None
+        here = all(m.where.startswith("here") for m in models)
         threads = None
-        if cpu_start is not None:  # one thread per core other programs leave free right now
+        if here:  # one thread per core other programs leave free right now (before the clock)
             free = cpu.free_cores(cpu.others_running())
-            threads = [m.fit_threads(free) for m in models][0]
+            threads = self.target.fit_threads(free)
+            if self.drafter.model is not None:
+                self.drafter.model.fit_threads(free)
+        t_start = clock()
+        # another process's CPU would count as another program's
+        cpu_start = cpu.sample() if here else None
         committed = list(prompt_ids)
         reply = _Reply(self.target, settings)
         stats = TurnStats()

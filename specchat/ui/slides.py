@@ -70,13 +70,8 @@ def trace_slides(name: str, prompt: str, events: list[Event]) -> list[TurnSlide]
     return slides
 
 
-def _colour(theme: Theme, name: str, fallback: str) -> str:
-    value = getattr(theme, name, None) or fallback
-    return Color.parse(value).get_truecolor().hex
-
-
 def _rgb(theme: Theme, name: str, fallback: str) -> tuple[int, int, int]:
-    colour = Color.parse(_colour(theme, name, fallback)).get_truecolor()
+    colour = Color.parse(getattr(theme, name, None) or fallback).get_truecolor()
     return colour.red, colour.green, colour.blue
 
 

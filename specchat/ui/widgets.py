@@ -15,7 +15,7 @@ from specchat.engine.cpu import busy_note
 from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.numbers import fmt
-from specchat.render import UNSEEN_REJECTED, about_the_same, shown_text
+from specchat.render import UNSEEN_REJECTED, about_the_same, fewer_threads, shown_text
 from specchat.ui.theming import token_style
 
 LEGEND_TEXT = {
@@ -188,10 +188,9 @@ class StatsPanel(Static):
                 busy = bool(busy_note(final.others_cpu))
                 lines.append(f"other programs    {final.others_cpu:.0%} of the CPU"
                              + ("  [b](timings unreliable)[/b]" if busy else ""))
-            cores = os.cpu_count() or 1
-            if final.threads is not None and final.threads < cores:
-                lines.append(f"threads           {final.threads} of {cores} cores (the rest "
-                             "were busy before it)")
+            if fewer_threads(final):
+                lines.append(f"threads           {final.threads} of {os.cpu_count()} cores (the "
+                             "rest were busy before it)")
         if final and final.server:
             lines += ["", "[b]the server's own[/b] (its timings)",
                       f"decode tok/s      {fmt(final.server.get('predicted_per_second'), '.1f')}",

@@ -199,6 +199,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    if args.models_command == "optimize":  # it measures with the models: above the catalog
+        from specchat import optimize
+
+        return optimize.run(args)
     from specchat.catalog import commands
 
     return commands.run(args)

@@ -21,7 +21,7 @@ from specchat.errors import SpecchatError
 APP = "specchat"
 KNOWN: dict[tuple[str, str], type] = {
     ("models", "dir"): str, ("models", "folders"): list, ("models", "files"): list,
-    ("ui", "theme"): str, ("ui", "show_rejected"): bool,
+    ("models", "optimize_offer"): str, ("ui", "theme"): str, ("ui", "show_rejected"): bool,
 }
 """Keys outside [engine] that specchat reads, and their types (a list holds strings)."""
 

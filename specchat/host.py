@@ -19,7 +19,13 @@ from specchat.chat.session import ChatSession, Conversation
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
-from specchat.loading import build_engine, fit_drafter, load_drafter, load_target
+from specchat.loading import (
+    build_engine,
+    fit_drafter,
+    load_drafter,
+    load_target,
+    speculative_engine,
+)
 from specchat.machine import Costs
 from specchat.settings import Settings
 from specchat.trace import Lane
@@ -88,8 +94,8 @@ class ModelHost:
         target = load_target(choice, self.settings.models)
         drafter, reason = fit_drafter(target, engine.drafter)
         engine.target.close()
-        fresh = SpeculativeEngine(target, drafter, engine.sampling, engine.draft_settings,
-                                  engine.rng)
+        fresh = speculative_engine(target, drafter, engine.sampling, engine.draft_settings,
+                                   engine.rng)
         return fresh, f"; draft set to none: {reason}" if reason else ""
 
     def configure(self, engine: SpeculativeEngine) -> None:

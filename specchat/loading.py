@@ -14,9 +14,10 @@ import numpy as np
 
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, models_dir, resolve_model
+from specchat.catalog.layout import known_shape
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter, NoDrafter
-from specchat.engine.loop import SpeculativeEngine
+from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import CacheTruncationError, IncompatibleDraftError, SpecchatError
 from specchat.settings import BACKENDS, ModelOptions, Settings
@@ -166,4 +167,14 @@ def build_engine(settings: Settings) -> SpeculativeEngine:
     except SpecchatError:
         target.close()
         raise
-    return SpeculativeEngine(target, drafter, sampling, settings.draft.engine(), rng)
+    return speculative_engine(target, drafter, sampling, settings.draft.engine(), rng)
+
+
+def speculative_engine(target: Backend, drafter: Drafter, sampling: SamplingParams,
+                       draft_settings: DraftSettings | None = None,
+                       rng: np.random.Generator | None = None) -> SpeculativeEngine:
+    """An engine whose policy starts from the verify curve timed for this target file, where
+    `specchat models optimize` timed one (catalog/layout.py: `known_shape`)."""
+    engine = SpeculativeEngine(target, drafter, sampling, draft_settings, rng)
+    engine.policy.costs.shape = known_shape(models_dir(), target.path)
+    return engine

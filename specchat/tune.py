@@ -78,6 +78,14 @@ def add_parser(sub: Any, defaults: Settings) -> argparse.ArgumentParser:
     return p
 
 
+def draft_lengths(shape: Sequence[float]) -> list[int]:
+    """The fixed lengths to calibrate: KS, and every k up to K_MAX whose verify batch (k+1
+    rows) costs less than the batch one row smaller, since there a longer draft is cheaper to
+    check (4 and 8 rows in a Q4_0 layout on x86: k = 3 and 7)."""
+    cheap = [k for k in range(1, min(K_MAX, len(shape) - 1) + 1) if shape[k] < shape[k - 1]]
+    return sorted({*KS, *cheap})
+
+
 def _rounds(engine: SpeculativeEngine, ids: list[int], tokens: int,
             ) -> tuple[TurnEvent, list[RoundEvent]]:
     fresh(engine)
@@ -116,12 +124,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     rng = np.random.default_rng(0)
     drafters: dict[str, Drafter] = {d: load_drafter(d, target, greedy, rng, models) for d in drafts}
     engines = {"none": SpeculativeEngine(target, NoDrafter(), greedy)}
-    plan: list[tuple[str, Arm, DraftSettings]] = []
-    for d in drafts:
-        plan += [(d, Arm(d, k, "fixed"), DraftSettings(k=k)) for k in KS]
-        plan.append((d, Arm(d, K_MAX, "adaptive"), DraftSettings(k=K_MAX, adaptive=True)))
-    task = progress.add_task("timing the verify curve", total=len(prompts) * (len(plan) + 1) + 1) \
-        if progress else None
+    task = progress.add_task("timing the verify curve", total=None) if progress else None
 
     def step(text: str) -> None:
         if progress is not None and task is not None:
@@ -133,6 +136,14 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     target.eval(ids[0], len(ids[0]) - 1)
     times = machine.verify_times(target, repeats=machine.COST_REPEATS)
     verify = [statistics.median(t) for t in times]
+    shape = tuple(v / verify[0] for v in verify)
+    ks = draft_lengths(shape)
+    plan: list[tuple[str, Arm, DraftSettings]] = []
+    for d in drafts:
+        plan += [(d, Arm(d, k, "fixed"), DraftSettings(k=k)) for k in ks]
+        plan.append((d, Arm(d, K_MAX, "adaptive"), DraftSettings(k=K_MAX, adaptive=True)))
+    if progress is not None and task is not None:
+        progress.update(task, total=len(prompts) * (len(plan) + 1) + 1)
     draft_ms = {d: machine.draft_pass_after(drafter.model, target.tokens, 6) if drafter.model
                 else 0.0 for d, drafter in drafters.items()}
     step("calibrating")
@@ -145,11 +156,13 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         step(f"{prompt.category}/{prompt.name}: target only")
         for d, arm, draft_settings in plan:
             key = f"{d} {arm.policy} {arm.k}"
-            engine = engines.setdefault(key, SpeculativeEngine(target, drafters[d], greedy,
-                                                               draft_settings, rng))
+            if key not in engines:  # the adaptive policy starts from the curve just timed
+                engines[key] = SpeculativeEngine(target, drafters[d], greedy, draft_settings, rng)
+                engines[key].policy.costs.shape = shape
+            engine = engines[key]
             turn, rounds = _rounds(engine, ids[i], tokens)
             turns.setdefault(key, []).append(turn)
-            if arm.policy == "fixed" and arm.k == max(KS):
+            if arm.policy == "fixed" and arm.k == max(ks):
                 pairs[d] += [(r.drafted, r.accepted) for r in rounds if r.drafted]
                 drafting[d] += [(r.draft_s, r.drafted) for r in rounds if r.drafted]
             step(f"{prompt.category}/{prompt.name}: {d} {arm.policy} k={arm.k}")
@@ -161,7 +174,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     arms = []
     for d, arm, _ in plan:
         mine = turns[f"{d} {arm.policy} {arm.k}"]
-        accept = [r for r, _ in conditional_rates(pairs[d], max(KS))]
+        accept = [r for r, _ in conditional_rates(pairs[d], max(ks))]
         accept += [accept[-1] if accept else 0.0] * (K_MAX - len(accept))
         drafted = sum(t.n_drafted for t in mine)
         arm.acceptance = sum(t.n_accepted for t in mine) / drafted if drafted else None

@@ -34,12 +34,21 @@ def _log_to_tail(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
         _log_tail.append(text.decode("utf-8", "replace").rstrip())
 
 
+def quiet_log() -> None:
+    """llama.cpp's log into the tail, unless SPECCHAT_LLAMA_LOG asks for it in the terminal
+    (llama-cpp-python's own logger then)."""
+    from llama_cpp import _logger
+
+    quiet = not os.environ.get("SPECCHAT_LLAMA_LOG")
+    llama_cpp.llama_log_set(_log_to_tail if quiet else _logger.llama_log_callback,
+                            ctypes.c_void_p(0))
+
+
 def ensure_backend() -> None:
     global _initialised
     with _init_lock:
         if not _initialised:
-            if not os.environ.get("SPECCHAT_LLAMA_LOG"):
-                llama_cpp.llama_log_set(_log_to_tail, ctypes.c_void_p(0))
+            quiet_log()
             llama_cpp.llama_backend_init()
             _initialised = True
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import platform
+from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,10 @@ from rich.console import Console
 
 from specchat import settings as settings_schema
 from specchat.bench.runner import Remote
-from specchat.engine.loop import DraftSettings
+from specchat.engine.backend import Backend
+from specchat.engine.drafters import NoDrafter
+from specchat.engine.events import Event
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.settings import Settings
 
@@ -28,6 +33,9 @@ def add_parser(sub, defaults: Settings) -> argparse.ArgumentParser:
     p.add_argument("--adaptive", action="store_true",
                    help="also run each drafter with the adaptive policy")
     p.add_argument("--k-max", type=int, default=8, help="the adaptive policy's longest draft")
+    p.add_argument("--baseline-target", default=None, metavar="MODEL",
+                   help="also run this target alone from the same prompts (say, the shipped file "
+                        "beside its optimized layout) and report every arm's speedup against it")
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--max-tokens", type=int, default=None,
                    help="tokens per reply for every prompt (default: each prompt's own, else 96)")
@@ -77,6 +85,11 @@ def run(args: argparse.Namespace) -> int:
         if options.baseline_server:
             remote["llama-server, no draft"] = ServerSession.connect(
                 options.baseline_server, None, greedy, cache_prompt=False).generate
+    yardstick = None
+    if args.baseline_target:
+        other = load_target(args.baseline_target, options)
+        yardstick = f"target only ({other.name})"
+        remote[yardstick] = alone(other)
     runs = run_suite(target, loaded, arms, prompts, args.repeats, args.max_tokens, progress,
                      remote)
     summaries = report.summarize(runs)
@@ -85,14 +98,31 @@ def run(args: argparse.Namespace) -> int:
     for table in report.rich_tables(summaries, title):
         console.print(table)
     console.print(chart.terminal_chart(summaries))
+    against = report.summarize(runs, yardstick) if yardstick else []
+    if yardstick:
+        console.print(report.yardstick_table(against, yardstick))
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {"target": target.name, "arms": [a.label for a in arms] + list(remote),
             "server": options.server,
             "prompts": [f"{p.category}/{p.name}" for p in prompts], "repeats": args.repeats,
             "max_tokens": args.max_tokens, "machine": platform.platform(),
             "processor": platform.processor()}
-    report.write_json(args.out / "bench.json", meta, runs, summaries)
+    meta["yardstick"] = yardstick
+    report.write_json(args.out / "bench.json", meta, runs, summaries, against)
     report.write_csv(args.out / "bench.csv", summaries)
     chart.write_svg(args.out / "bench.svg", summaries, title)
     err.print(f"wrote {args.out / 'bench.json'}, bench.csv and bench.svg", style="dim")
     return 0
+
+
+def alone(target: Backend) -> Remote:
+    """Another target without a draft, as an arm beside the local ones (warmed up first):
+    each prompt from empty caches, no baseline steps (it is a baseline)."""
+    engine = SpeculativeEngine(target, NoDrafter(), SamplingParams())
+    warm = target.tokenize(target.render_chat([("user", "Say hello.")]))
+    list(engine.generate(warm, GenerationSettings(max_tokens=4)))  # page the weights in
+
+    def generate(ids: list[int], settings: GenerationSettings) -> Iterable[Event]:
+        engine.clear_caches()
+        return engine.generate(ids, replace(settings, baseline_steps=0))
+    return generate

@@ -78,14 +78,16 @@ class Summary:
     resampled together."""
 
 
-def summarize(runs: Sequence[Run]) -> list[Summary]:
-    """One summary per (category, arm), then per arm over all categories."""
+def summarize(runs: Sequence[Run], yardstick: str | None = None) -> list[Summary]:
+    """One summary per (category, arm), then per arm over all categories; speedups against the
+    target-only arm, or against the arm labelled `yardstick` (another target alone:
+    `bench --baseline-target`)."""
     categories = list(dict.fromkeys(r.category for r in runs))
     arms = list(dict.fromkeys(r.arm for r in runs))
     out = []
     for category in [*categories, ALL]:
         chosen = [r for r in runs if category in (ALL, r.category)]
-        base = [r for r in chosen if r.drafter == "none"]
+        base = [r for r in chosen if (r.arm == yardstick if yardstick else r.drafter == "none")]
         step_s = _step_s(base)
         for arm in arms:
             mine = [r for r in chosen if r.arm == arm]
@@ -105,7 +107,7 @@ def _with_paired(s: Summary, runs: Sequence[Run], base: Sequence[Run]) -> Summar
     s.reported_speedup = statistics.median(reported) if reported else None
     s.reported_over_measured = statistics.median(ratios) if ratios else None
     pairs = [(r, plain[(r.prompt, r.repeat)]) for r in runs if (r.prompt, r.repeat) in plain]
-    if s.drafter != "none":
+    if s.arm not in {b.arm for b in base}:
         s.speedup_low, s.speedup_high = paired_speedup_interval(
             [(max(0, r.tokens - 1), r.decode_s) for r, _ in pairs],
             [(max(0, b.tokens - 1), b.decode_s) for _, b in pairs])
@@ -170,9 +172,12 @@ def _summary(category: str, arm: str, runs: Sequence[Run], step_s: float | None)
 
 
 def write_json(path: Path, meta: dict[str, Any], runs: Sequence[Run],
-               summaries: Sequence[Summary]) -> None:
+               summaries: Sequence[Summary], against: Sequence[Summary] = ()) -> None:
+    """`against`: the summaries against `bench --baseline-target`'s arm, where it ran."""
     path.write_text(json.dumps({"meta": meta, "runs": [asdict(r) for r in runs],
-                                "summary": [asdict(s) for s in summaries]}, indent=1) + "\n")
+                                "summary": [asdict(s) for s in summaries],
+                                "against_baseline_target": [asdict(s) for s in against]},
+                               indent=1) + "\n")
 
 
 def write_csv(path: Path, summaries: Sequence[Summary]) -> None:
@@ -224,6 +229,21 @@ def rich_tables(summaries: Sequence[Summary], title: str) -> list:
             table.add_row(s.category, s.arm, *row(s))
         tables.append(table)
     return tables
+
+
+def yardstick_table(summaries: Sequence[Summary], yardstick: str):
+    """Each arm's rate and speedup against another target alone (`bench --baseline-target`)."""
+    from rich.table import Table
+
+    table = Table(title=f"speedup against {yardstick} (same prompts, same run)",
+                  title_justify="left")
+    for column in ("category", "arm", "tok/s", "speedup\n(95% interval)"):
+        table.add_column(column, justify="left" if column in ("category", "arm") else "right")
+    for s in summaries:
+        if s.arm != yardstick:
+            table.add_row(s.category, s.arm, fmt(s.tokens_per_second, ".2f"),
+                          speedup_text(s.speedup, s.speedup_low, s.speedup_high, compact=True))
+    return table
 
 
 def markdown_table(summaries: Sequence[Summary]) -> str:

@@ -23,6 +23,7 @@ from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeE
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import TurnStats
 from specchat.errors import SpecchatError
+from specchat.loading import speculative_engine
 from specchat.numbers import mean
 
 BUILTIN_PROMPTS = Path(__file__).with_name("prompts.toml")
@@ -182,8 +183,8 @@ class BenchRunner:
         self.target, self.max_tokens = target, max_tokens
         self.remote = dict(remote or {})
         greedy = SamplingParams()
-        self.engines = [(arm, SpeculativeEngine(target, drafters[arm.drafter], greedy,
-                                                arm.settings, np.random.default_rng(0)))
+        self.engines = [(arm, speculative_engine(target, drafters[arm.drafter], greedy,
+                                                 arm.settings, np.random.default_rng(0)))
                         for arm in arms]
         warm_ids = self.prompt_ids(Prompt("warm-up", "warm-up", "Say hello."))
         for _, engine in self.engines:  # page both models in before anything is timed

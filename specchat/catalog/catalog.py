@@ -1,7 +1,8 @@
 """The model catalog (models/catalog.toml), the models folders, and name-to-file resolution.
 
 `--target` / `--draft` take a path, a catalog name, the stem of a GGUF in a models folder, or
-`default` (the default pair's model for that role).
+`default` (the default pair's model for that role: its CPU layout where `specchat models
+optimize` made one, else the file the catalog ships).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import platformdirs
 
+from specchat.catalog.layout import derived_of
 from specchat.config import APP, Config
 from specchat.errors import ModelFileError, ModelNotInstalledError
 from specchat.resources import resource_dir
@@ -119,6 +121,9 @@ def resolve_model(choice: str, role: str, catalog: Catalog | None = None,
     name = catalog.pairs.get("default", {}).get(role) if choice == "default" else choice
     if name in catalog.models:
         path = installed_path(catalog.models[name], config)
+        derived = derived_of(models_dir(config), name) if choice == "default" else None
+        if derived is not None:
+            return models_dir(config) / derived.file
         if path is not None:
             return path
         raise ModelNotInstalledError(

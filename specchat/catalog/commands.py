@@ -19,6 +19,7 @@ from rich.table import Table
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, installed_path, local_ggufs, models_dir
 from specchat.catalog.fetch import fetch_model, sha256_file
+from specchat.catalog.layout import QUALITY_TOKENS, load_derived
 from specchat.config import Config
 from specchat.errors import ModelFileError, SpecchatError
 
@@ -35,6 +36,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     c = msub.add_parser("check", help="can DRAFT draft for TARGET, and if not, why")
     c.add_argument("target")
     c.add_argument("draft")
+    o = msub.add_parser("optimize", help="re-lay a model for this CPU's llama.cpp kernels (made "
+                                         "beside the original, measured against it)")
+    o.add_argument("name", nargs="?", default="default",
+                   help="a catalog name, a GGUF file, or 'default' (both models of the default "
+                        "pair; the default)")
+    o.add_argument("--force", action="store_true", help="make it again even if it exists")
+    o.add_argument("--quality-tokens", type=int, default=QUALITY_TOKENS,
+                   help="tokens of each greedy reply compared for a target (default: %(default)s)")
+    o.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for the timing (default: one per core)")
     return p
 
 
@@ -78,17 +89,21 @@ def cmd_fetch(name: str, console: Console, config: Config) -> int:
 
 
 def cmd_verify(console: Console, config: Config) -> int:
+    """Re-hash the installed catalog models and the ones `models optimize` made."""
     bad = 0
-    for model in Catalog.load().models.values():
-        path = installed_path(model, config)
+    dest = models_dir(config)
+    expected = [(m.name, installed_path(m, config), m.sha256) for m in Catalog.load().models.values()]
+    expected += [(r.name, dest / r.file if (dest / r.file).is_file() else None, r.sha256)
+                 for r in load_derived(dest).values()]
+    for name, path, sha256 in expected:
         if path is None:
             continue
         digest = sha256_file(path)
-        if digest == model.sha256:
-            console.print(f"[green]ok[/] {model.name} {path}")
+        if digest == sha256:
+            console.print(f"[green]ok[/] {name} {path}")
         else:
             bad += 1
-            console.print(f"[red]MISMATCH[/] {model.name} {path}\n  expected {model.sha256}\n"
+            console.print(f"[red]MISMATCH[/] {name} {path}\n  expected {sha256}\n"
                           f"  actual   {digest}")
     return 1 if bad else 0
 

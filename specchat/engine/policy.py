@@ -33,7 +33,12 @@ about what a CPU shows (1.4x for 2 tokens, 3.4x for 8 on the default pair)."""
 _PRIOR_PASS_FRACTION = 0.4
 """Before a draft pass is measured: a pass costs 0.4 of a target step."""
 _CONF_BINS = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995, 1.01)
-_PROBE_EVERY = 16
+_PROBE_EVERY, _PROBE_MAX, _PROBE_LONGEST = 16, 256, 3
+"""A declining policy probes after 16 declined rounds, twice as long after each probe that did
+not make drafting pay (up to 256): a model drafter's probe first catches up on every token it
+missed, so a probe every 16 rounds cost a declining reply 5-10% on a 2-core CPU
+(docs/benchmark.md, CPU layouts). A probe drafts at most 3 tokens, at the length a perfect
+draft would make pay best."""
 _EXPLORE_BONUS = 1.0
 _EXPLORE_SAMPLES = 3
 
@@ -85,6 +90,11 @@ class CostModel:
 
     verify: dict[int, float] = field(default_factory=dict)
     """EMA of verify seconds by batch size (evaluated tokens)."""
+    shape: tuple[float, ...] = ()
+    """A verify curve timed before on this machine and model (in steps, n = 1, 2, ...; see
+    catalog/layout.py): a batch size not seen yet costs the live step times this, so the policy
+    knows from its first rounds that some batches are cheap (4 and 8 rows in a Q4_0 layout on
+    x86) where a straight line through the sizes it has seen would miss them."""
     verify_count: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     pass_s: dict[str, float] = field(default_factory=dict)
     """EMA of seconds per draft pass by source (per lookup for a source without passes)."""
@@ -99,10 +109,13 @@ class CostModel:
         return 1 in self.verify
 
     def verify_s(self, n: int) -> float:
-        """Measured where this batch size was seen; between two seen sizes, the straight line
-        between them; beyond the largest, its cost plus the least-squares slope per token."""
+        """Measured where this batch size was seen; else from the known `shape`; else between
+        two seen sizes, the straight line between them; beyond the largest, its cost plus the
+        least-squares slope per token."""
         if n in self.verify:
             return self.verify[n]
+        if 1 in self.verify and n <= len(self.shape):
+            return self.verify[1] * self.shape[n - 1]
         points = sorted(self.verify.items())
         below = [p for p in points if p[0] < n]
         above = [p for p in points if p[0] > n]
@@ -240,6 +253,8 @@ class _AdaptivePlan:
         tokens faster than this."""
         self.gain = 1.0
         self.declined = False
+        self.probing = False
+        """This round is a probe: it keeps every token it drafts, to measure acceptance."""
         self.asked = 0
 
     def k(self, source: str, uses_passes: bool, behind: int = 0) -> int:
@@ -264,29 +279,48 @@ class _AdaptivePlan:
         if not cap or rates[best_len - 1] <= plain:
             self.rate = plain
             self.declined = True
-            # probe now and then, but only where a perfect draft could pay at all
-            ideal = max(self._rate(source, n, uses_passes, behind, [1.0] * cap)
-                        for n in range(1, cap + 1)) if cap else 0.0
             p.declines += 1
-            if ideal <= plain or p.declines % _PROBE_EVERY:
+            if p.probed:  # the last probe did not make drafting pay: probe half as often
+                p.probe_every, p.probed = min(2 * p.probe_every, _PROBE_MAX), False
+            p.since_probe += 1
+            # probe now and then, but only where a perfect draft could pay at all
+            ideal = [self._rate(source, n, uses_passes, behind, [1.0] * cap)
+                     for n in range(1, min(cap, _PROBE_LONGEST) + 1)]
+            if not ideal or max(ideal) <= plain or p.since_probe < p.probe_every:
                 return 0
-            self.declined = False
-            return min(cap, 2)
+            p.since_probe, p.probed = 0, True
+            self.declined, self.probing = False, True
+            return 1 + max(range(len(ideal)), key=ideal.__getitem__)
+        p.probed, p.probe_every = False, _PROBE_EVERY
         self.rate = rates[best_len - 1]
-        if best_len < cap and costs.verify_count[best_len + 2] < _EXPLORE_SAMPLES:
+        if (best_len < cap and best_len + 1 > len(costs.shape)
+                and costs.verify_count[best_len + 2] < _EXPLORE_SAMPLES):
             best_len += 1  # measure the next batch size before trusting its extrapolation
         # a model drafter drafts as far as `keep` lets it: its confidence says more than the
         # average over positions
         return cap if uses_passes else best_len
 
     def keep(self, source: str, i: int, conf: float) -> bool:
-        """Keep token i if its expected tokens per extra second beat the round's best rate:
-        the marginal rule, with the draft's confidence calibrated against what was accepted."""
+        """Keep token i if drafting on to some length L > i adds tokens faster than the round's
+        best rate: expected tokens of positions i..L-1 against the extra verify seconds of the
+        longer batch and the passes, with token i's chance from the draft's confidence
+        (calibrated against what was accepted) and later ones from the positions' rates. Looking
+        past the next token lets a draft grow through an expensive batch size to a cheap one
+        (from 3 rows to 4 in a Q4_0 layout)."""
+        if self.probing:
+            return i < self.asked
         costs = self.policy.costs
         self.gain *= costs.confidence_rate(source, conf)
-        extra_s = (costs.verify_s(2 + i) - costs.verify_s(1 + i)
-                   + costs.draft_s(source, 1, True))
-        return self.gain / extra_s >= self.rate
+        cap = min(self.cap, self.policy.k_max)
+        base_s, pass_s = costs.verify_s(1 + i), costs.draft_s(source, 1, True)
+        alive, tokens = self.gain, 0.0
+        for length in range(i + 1, max(cap, i + 1) + 1):
+            tokens += alive
+            extra_s = costs.verify_s(1 + length) - base_s + (length - i) * pass_s
+            if tokens - self.rate * extra_s >= 0:
+                return True
+            alive *= costs.position_rate(source, length)
+        return False
 
 
 class AdaptivePolicy:
@@ -297,6 +331,10 @@ class AdaptivePolicy:
         self.name = f"adaptive k<={k_max}"
         self.costs = costs or CostModel()
         self.declines = 0
+        self.since_probe = 0
+        self.probe_every = _PROBE_EVERY
+        self.probed = False
+        """A probe ran since drafting last paid."""
 
     def plan(self, cap: int) -> Plan:
         return _AdaptivePlan(self, cap)

@@ -28,6 +28,7 @@ from specchat.server.session import ServerSession
 from specchat.settings import Settings
 from specchat.ui.fetch_screen import FetchScreen
 from specchat.ui.launch import Launch
+from specchat.ui.layout_offer import LayoutOfferScreen, layout_offer
 from specchat.ui.messages import (
     DrafterReady,
     ModelsReady,
@@ -143,6 +144,8 @@ class ModelLoading(Screen):
 
     def start_chat(self, session: Session, where: str) -> None:
         self.chat = ChatState(session, self.history)
+        if self.chat.engine is not None:
+            self.offer_layout()
         self.query_one(StatsPanel).show(TurnStats(), self.draft_name)
         self.ready_for_input()
         self.set_status(f"{where} · Enter sends, Ctrl+J newline, Esc stops")
@@ -151,6 +154,22 @@ class ModelLoading(Screen):
         elif interrupted := self.history.interrupted():
             self.notify(f"A reply in “{interrupted[0].title}” was cut off when specchat stopped: "
                         "Ctrl+O opens it (marked interrupted).", timeout=10)
+
+    @work(thread=True, exclusive=True, group="offer")
+    def offer_layout(self) -> None:
+        """On a CPU with kernels for a better layout, offer to re-lay the default pair once."""
+        if (offer := layout_offer(self.settings)) is not None:
+            self.app.call_from_thread(self.app.push_screen, LayoutOfferScreen(offer),
+                                      self._laid_out)
+
+    def _laid_out(self, made: bool | None) -> None:
+        """The pair was re-laid: load it (`default` now names the new files)."""
+        if made and self.chat is not None and self.chat.engine is not None:
+            self.chat.engine.close()
+            self.chat = None
+            self.query_one(PromptInput).disabled = True
+            self.set_status("the default pair re-laid for this CPU; loading it…")
+            self.load_models(self.launch.warm_up)
 
     def settings_changed(self) -> None:
         """The settings changed: the engine uses them from the next turn on."""

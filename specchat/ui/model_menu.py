@@ -14,7 +14,8 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from specchat.catalog import compat
-from specchat.catalog.catalog import local_ggufs
+from specchat.catalog.catalog import local_ggufs, models_dir
+from specchat.catalog.layout import layout_note
 from specchat.errors import ModelFileError
 
 
@@ -26,6 +27,8 @@ class ModelChoice:
     ok: bool
     reason: str
     """Why it cannot be chosen (or, for a target, what it means for the current draft)."""
+    note: str = ""
+    """What `specchat models optimize` measured of this file (its layout, cost and quality)."""
 
 
 def draft_choices(target: Path) -> list[ModelChoice]:
@@ -40,7 +43,8 @@ def draft_choices(target: Path) -> list[ModelChoice]:
             continue
         try:
             verdict = compat.check(target, path)
-            choices.append(ModelChoice(str(path), path.stem, verdict.ok, verdict.reason))
+            choices.append(ModelChoice(str(path), path.stem, verdict.ok, verdict.reason,
+                                       layout_note(models_dir(), path, "draft")))
         except ModelFileError as exc:
             choices.append(ModelChoice(str(path), path.stem, False, str(exc)))
     choices += [ModelChoice(f"ngram+{c.value}", f"combined: n-gram first, then {c.label}", True, "")
@@ -63,7 +67,8 @@ def target_choices(draft: Path | None) -> list[ModelChoice]:
             verdict = compat.check(path, draft)
             note = "" if verdict.ok else f"the draft falls back to none: {verdict.reason}"
         choices.append(ModelChoice(str(path), f"{path.stem} ({info.quantization}, "
-                                               f"{info.file_size / 1e9:.2f} GB)", True, note))
+                                               f"{info.file_size / 1e9:.2f} GB)", True, note,
+                                   layout_note(models_dir(), path, "target")))
     return choices
 
 
@@ -91,6 +96,8 @@ class ModelMenu(ModalScreen[str | None]):
             for c in self.choices:
                 mark = "[dim]✗[/dim] " if not c.ok else ""
                 text = f"{c.label}  [dim]{mark}{c.reason}[/dim]" if c.reason else c.label
+                if c.note:
+                    text += f"\n  [dim]{c.note}[/dim]"
                 options.append(Option(text, id=c.value, disabled=not c.ok))
             yield OptionList(*options)
             if self.empty_note:

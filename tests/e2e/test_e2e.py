@@ -33,12 +33,16 @@ N_TOKENS = 64
 GREEDY = SamplingParams()
 
 
-@pytest.fixture(scope="module")
-def pair(real_pair):
+@pytest.fixture(scope="module", params=["shipped", "cpu-q4_0"])
+def pair(request):
+    """The pair in each layout: as shipped, and re-laid for the CPU (greedy identity is held
+    against target-only in the same layout)."""
     from specchat.backends.llamacpp import LlamaCppBackend
 
-    target = LlamaCppBackend(real_pair[0], n_ctx=2048)
-    draft = LlamaCppBackend(real_pair[1], n_ctx=2048)
+    files = request.getfixturevalue("shipped_pair" if request.param == "shipped"
+                                    else "optimized_pair")
+    target = LlamaCppBackend(files[0], n_ctx=2048)
+    draft = LlamaCppBackend(files[1], n_ctx=2048)
     yield target, draft
     target.close()
     draft.close()
@@ -64,7 +68,8 @@ def near_tie(pair, baselines) -> float:
         _, turn = baselines[prompt]
         worst = max(worst, batching_gap_drift(target, turn.prompt_token_ids, turn.token_ids[:32],
                                               batch_sizes=(2, 4)))
-    DIVERGENCES.append(f"near-tie threshold: {2 * worst:.3f} (2x measured batching drift)")
+    DIVERGENCES.append(f"{target.name}: near-tie threshold {2 * worst:.3f} (2x measured "
+                       "batching drift)")
     return 2 * worst
 
 
@@ -87,7 +92,8 @@ def test_greedy_speculation_equals_target_only_up_to_a_near_tie(
         return
     at, gap = parted
     DIVERGENCES.append(
-        f"{drafter} prompt {PROMPTS.index(prompt)}: diverged at token {at} of {N_TOKENS}, "
+        f"{target.name}, {drafter} prompt {PROMPTS.index(prompt)}: diverged at token {at} of "
+        f"{N_TOKENS}, "
         f"target-only top-2 gap {gap:.3f}"
     )
     assert gap <= near_tie, f"divergence at {at} is not a near-tie: gap {gap} > {near_tie}"
@@ -116,13 +122,13 @@ HF_TOKENS = 32
 
 
 @pytest.fixture(scope="module")
-def hf_pair(real_pair):
+def hf_pair(shipped_pair):
     pytest.importorskip("torch")
     from specchat.backends.hf import TransformersBackend
     from specchat.catalog.catalog import models_dir
 
-    target = TransformersBackend(real_pair[0], models_dir(), n_ctx=2048, device="cpu")
-    draft = TransformersBackend(real_pair[1], models_dir(), n_ctx=2048, device="cpu")
+    target = TransformersBackend(shipped_pair[0], models_dir(), n_ctx=2048, device="cpu")
+    draft = TransformersBackend(shipped_pair[1], models_dir(), n_ctx=2048, device="cpu")
     yield target, draft
     target.close()
     draft.close()
@@ -158,15 +164,15 @@ def check_pair(target, draft, prompt: str, n_tokens: int, label: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def rpc_pair(real_pair, tmp_path_factory):
+def rpc_pair(shipped_pair, tmp_path_factory):
     """The 1.5B target on a loopback `specchat rpc-server` (driven from a child process, as
     specchat runs it), the 0.5B draft here."""
     from specchat.backends.isolated import IsolatedBackend
     from specchat.backends.llamacpp import LlamaCppBackend
 
     server = RpcServer(tmp_path_factory.mktemp("rpc"), threads=2)
-    target = IsolatedBackend(real_pair[0], rpc=server.endpoint, n_ctx=2048)
-    draft = LlamaCppBackend(real_pair[1], n_ctx=2048)
+    target = IsolatedBackend(shipped_pair[0], rpc=server.endpoint, n_ctx=2048)
+    draft = LlamaCppBackend(shipped_pair[1], n_ctx=2048)
     yield target, draft
     target.close()  # before the server goes: freeing its buffers talks to it
     draft.close()

@@ -14,3 +14,17 @@ def models(tiny):
     yield target, draft
     target.close()
     draft.close()
+
+
+@pytest.fixture(scope="module")
+def q4_0_draft(tiny, tmp_path_factory):
+    """The tiny draft re-laid as Q4_0 by llama.cpp's quantizer (`specchat models optimize`'s
+    layout on x86): another rounding of the draft, the same rule."""
+    from specchat.backends.quantize import quantize
+    from specchat.catalog.layout import Q4_0
+
+    path = tmp_path_factory.mktemp("q4_0") / "tiny-draft.cpu-q4_0.gguf"
+    quantize(tiny.draft, path, Q4_0)
+    draft = load(path)
+    yield draft
+    draft.close()

@@ -91,11 +91,15 @@ def test_verdicts_partition_the_draft(models):
 
 
 
+@pytest.mark.parametrize("layout", ["F32 draft", "Q4_0 draft"])
 @pytest.mark.parametrize("rule", ["p/q rule", "wrong rule"])
-def test_speculative_sampling_follows_the_target_distribution(models, monkeypatch, rule):
+def test_speculative_sampling_follows_the_target_distribution(models, q4_0_draft, monkeypatch,
+                                                              rule, layout):
     """The second token comes from a speculative round (draft model, k=2); the pair
-    distribution must be the target's. Replacing the rule by a subtly wrong one must fail."""
+    distribution must be the target's, whatever the draft's layout. Replacing the rule by a
+    subtly wrong one must fail."""
     target, draft = models
+    draft = q4_0_draft if layout == "Q4_0 draft" else draft
     ids = prompt_ids(target, "sampling")
     expected = expected_pairs(target, ids)
     if rule == "wrong rule":

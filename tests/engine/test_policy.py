@@ -98,3 +98,51 @@ def test_ngram_plus_something_that_is_not_a_model_is_a_clear_error(tiny, tmp_pat
     proc = specchat("ask", "hi", "--target", str(tiny.target), "--draft", "ngram+none",
                     tmp_path=tmp_path)
     assert proc.returncode == 2 and "after 'ngram+' name a draft model" in proc.stderr
+
+
+Q4_0_SHAPE = (1.0, 1.9, 2.6, 1.7, 2.5, 2.9, 3.3, 3.2, 4.0)
+"""The verify curve of the default target re-laid as Q4_0 on an AVX2 CPU (docs/benchmark.md):
+4 and 8 rows cheap, 3 and 5 not."""
+
+
+def test_a_known_shape_prices_the_batch_sizes_not_yet_seen():
+    costs = CostModel(shape=Q4_0_SHAPE)
+    costs.observe(Draft(), 0, 0.0, 0, 0.040, 1)
+    assert costs.verify_s(4) == pytest.approx(0.040 * 1.7)
+    assert costs.verify_s(3) == pytest.approx(0.040 * 2.6)
+    costs.observe(Draft(tokens=[1, 2, 3]), 3, 0.0, 0, 0.050, 4)
+    assert costs.verify_s(4) == pytest.approx(0.050)  # what it measured wins
+
+
+def test_a_model_draft_grows_through_an_expensive_batch_to_a_cheap_one():
+    """At 1 or 2 tokens (2 or 3 rows) the next token alone costs more than it brings (the
+    rule that looks one token ahead stopped there), but going on lands on a cheap batch: the
+    draft stops on 4 or 8 rows, never between."""
+    costs = CostModel(shape=Q4_0_SHAPE)
+    costs.observe(Draft(), 0, 0.0, 0, 0.040, 1)
+    for _ in range(30):
+        costs.observe(Draft(tokens=[1, 2, 3], q=[1.0] * 3, conf=[0.99] * 3, source="m",
+                            uses_passes=True), 3, 0.012, 3, 0.040 * 1.7, 4)
+    plan = AdaptivePolicy(8, costs).plan(cap=100)
+    assert plan.k("m", True, behind=1) == 8
+    kept = 0
+    while kept < 8 and plan.keep("m", kept, 0.99):
+        kept += 1
+    assert kept in (3, 7)
+
+
+def test_a_declining_policy_probes_ever_more_rarely_and_a_probe_keeps_its_draft():
+    """Each probe of a model drafter first catches up on the tokens it missed: after 16
+    declined rounds, then 32, then 64 while probing does not make drafting pay; a probe keeps
+    every token it drafts (it is there to measure acceptance) and drafts a cheap batch."""
+    costs = machine({n: 80 + 60 * (n - 1) for n in range(1, 10)}, accept=0.3)
+    policy = AdaptivePolicy(8, costs)
+    probes = []
+    for r in range(200):
+        plan = policy.plan(cap=100)
+        k = plan.k("ngram/8+", False)
+        if k:
+            probes.append(r)
+            assert not plan.declined and 1 <= k <= 3
+            assert all(plan.keep("ngram/8+", i, 0.01) for i in range(k))
+    assert probes == [15, 47, 111]

@@ -1,0 +1,279 @@
+"""`specchat models optimize [NAME|default]`: a model re-laid for this CPU's kernels, beside the
+original, measured against it.
+
+The layout comes from what this llama.cpp build has repacked kernels for
+(`catalog.layout.choose_layout`). The new file goes into the models folder as
+`<source>.<layout suffix>.gguf`, with a record in `derived.toml` there: its source and the
+source's quantization, the rounding it adds, its SHA-256, and what it measured on this machine:
+a step and the verify batch of 1..9 tokens in steps, original beside optimized, and for a
+target, the quality it gives up (KL divergence of next-token distributions from the original's
+over the prompt suite, and which greedy replies change and where). A draft's layout cannot
+change what the user gets, only how fast: its quality is not measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from specchat import machine
+from specchat.bench.runner import Prompt, load_prompts
+from specchat.catalog import compat
+from specchat.catalog.catalog import Catalog, models_dir, resolve_model
+from specchat.catalog.fetch import sha256_file
+from specchat.catalog.layout import (
+    Derived,
+    Layout,
+    choose_layout,
+    load_derived,
+    quality_text,
+    save_derived,
+)
+from specchat.engine.backend import Backend
+from specchat.engine.drafters import NoDrafter
+from specchat.engine.events import TurnEvent
+from specchat.engine.loop import GenerationSettings, SpeculativeEngine
+from specchat.settings import ModelOptions
+
+VERIFY_SIZES = range(1, 10)
+"""Batch sizes timed for each layout: up to 9, past the 8 a draft of 7 verifies."""
+COST_PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
+
+
+@dataclass(frozen=True)
+class Job:
+    """One model to re-lay: its file, its name in the catalog (or its stem), its role in the
+    default pair (empty where it is named by itself)."""
+
+    path: Path
+    name: str
+    role: str
+
+
+def jobs(choice: str, catalog: Catalog) -> list[Job]:
+    """`default`: the pair's draft, then its target; else the one model `choice` names."""
+    if choice == "default":
+        pair = catalog.pairs["default"]
+        return [Job(resolve_model(pair[role], role, catalog), pair[role], role)
+                for role in ("draft", "target")]
+    path = resolve_model(choice, "target", catalog)
+    name = choice if choice in catalog.models else path.stem
+    return [Job(path, name, "")]
+
+
+def _load(path: Path, options: ModelOptions) -> Backend:
+    from specchat.loading import load_model
+
+    return load_model(path, options, 1024, 0)
+
+
+def layout_cost(model: Backend) -> dict[str, Any]:
+    """A step in ms and the verify batch of each size in steps, at the depth of a short chat
+    prompt, timed interleaved (machine.verify_times)."""
+    ids = model.tokenize(model.render_chat([("user", COST_PROMPT)]))
+    model.truncate(0)
+    model.eval(ids, len(ids) - 1)
+    ms = [statistics.median(t) for t in
+          machine.verify_times(model, machine.COST_REPEATS, VERIFY_SIZES)]
+    model.truncate(0)
+    return {"step_ms": round(ms[0], 2), "verify_steps": [round(v / ms[0], 3) for v in ms]}
+
+
+def greedy_reply(model: Backend, ids: list[int], tokens: int) -> list[int]:
+    model.truncate(0)
+    turn = [e for e in SpeculativeEngine(model, NoDrafter()).generate(
+        ids, GenerationSettings(max_tokens=tokens)) if isinstance(e, TurnEvent)][0]
+    model.truncate(0)
+    return turn.token_ids
+
+
+def _log_softmax(rows: np.ndarray) -> np.ndarray:
+    rows = rows.astype(np.float64)
+    top = rows.max(axis=1, keepdims=True)
+    return rows - top - np.log(np.exp(rows - top).sum(axis=1, keepdims=True))
+
+
+def next_token_logprobs(model: Backend, ids: list[int], reply: list[int]) -> np.ndarray:
+    """Log-probabilities of the next token at every position of `reply` after `ids`."""
+    model.truncate(0)
+    rows = model.eval(ids + reply[:-1], len(ids) - 1)
+    model.truncate(0)
+    return _log_softmax(rows)
+
+
+def kl_rows(p_log: np.ndarray, q_log: np.ndarray) -> np.ndarray:
+    """KL(P || Q) in nats for each row of log-probabilities."""
+    return (np.exp(p_log) * (p_log - q_log)).sum(axis=1)
+
+
+def layout_quality(source: Backend, derived: Backend, prompts: Sequence[Prompt], tokens: int,
+                   step: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """What the derived target gives up against its source over `prompts`: the KL divergence
+    of the next-token distributions along the source's greedy reply, how often the top token
+    differs there, and which greedy replies change and at which token."""
+    kls: list[float] = []
+    top_same = 0
+    changed = []
+    for p in prompts:
+        ids = source.tokenize(source.render_chat([("user", p.text)]))
+        a, b = greedy_reply(source, ids, tokens), greedy_reply(derived, ids, tokens)
+        if a != b:
+            at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            changed.append({"prompt": f"{p.category}/{p.name}", "at": at})
+        if a:
+            p_log, q_log = next_token_logprobs(source, ids, a), next_token_logprobs(derived, ids, a)
+            kls += kl_rows(p_log, q_log).tolist()
+            top_same += int((p_log.argmax(axis=1) == q_log.argmax(axis=1)).sum())
+        step(f"quality: {p.category}/{p.name}")
+    return {"prompts": len(prompts), "tokens": tokens, "positions": len(kls),
+            "kl_mean": round(float(np.mean(kls)), 5) if kls else None,
+            "kl_p99": round(float(np.percentile(kls, 99)), 5) if kls else None,
+            "top1_same": round(top_same / len(kls), 4) if kls else None,
+            "replies_changed": len(changed), "changed": changed}
+
+
+Report = Callable[[str, int, int | None], None]
+"""Called with what is being done, how far, and of how much (None: not known yet)."""
+
+
+def _quiet(stage: str, done: int, total: int | None) -> None:
+    pass
+
+
+def already_made(job: Job, layout: Layout, dest: Path) -> Derived | None:
+    """The record of this model in this layout, if its file is there whole."""
+    name = f"{job.path.stem}.{layout.suffix}"
+    known = load_derived(dest).get(name)
+    out = dest / f"{name}.gguf"
+    return known if known and out.is_file() and out.stat().st_size == known.size else None
+
+
+def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: Sequence[Prompt],
+         tokens: int, report: Report = _quiet) -> Derived:
+    """Re-lay one model, hash it, measure it against its source, and record it."""
+    from specchat.backends.quantize import quantize
+
+    name = f"{job.path.stem}.{layout.suffix}"
+    out = dest / f"{name}.gguf"
+    source_info = compat.header(job.path)
+    dest.mkdir(parents=True, exist_ok=True)
+    partial = out.with_suffix(".gguf.partial")
+    t0 = time.perf_counter()
+    quantize(job.path, partial, layout,
+             lambda done, total: report(f"{name}: {layout.name}", done, total))
+    made_s = time.perf_counter() - t0
+    partial.replace(out)
+    report(f"{name}: SHA-256", 0, None)
+    digest = sha256_file(out)
+    steps = 2 + (len(prompts) if job.role != "draft" else 0)
+    done = 0
+
+    def step(text: str) -> None:
+        nonlocal done
+        report(f"{name}: {text}", done, steps)
+        done += 1
+
+    step("timing the original")
+    source, derived = _load(job.path, options), _load(out, options)
+    try:
+        cost = {"source": layout_cost(source)}
+        step("timing the optimized")
+        cost["derived"] = layout_cost(derived)
+        step("comparing replies")
+        quality = {} if job.role == "draft" else layout_quality(source, derived, prompts,
+                                                                tokens, step)
+    finally:
+        source.close()
+        derived.close()
+    record = Derived(
+        name=name, source=job.name, source_file=job.path.name,
+        source_sha256=_catalog_sha(job.name) or sha256_file(job.path),
+        source_quant=source_info.quantization, layout=layout.name, file=out.name,
+        size=out.stat().st_size, sha256=digest, role=job.role,
+        rounding=f"every matrix {source_info.quantization} → {layout.name}: a second rounding "
+                 "of weights that were already quantized",
+        made_s=round(made_s, 1), cost=cost, quality=quality)
+    save_derived(dest, record)
+    return record
+
+
+def _catalog_sha(name: str) -> str:
+    model = Catalog.load().models.get(name)
+    return model.sha256 if model else ""
+
+
+def summary_table(records: Sequence[Derived]) -> Table:
+    """Original beside optimized: a step and the verify batches that decide speculation."""
+    t = Table(title="original → optimized (timed here)", title_justify="left")
+    for column in ("model", "step ms", "verify 4 / 5 / 8 tokens, in steps"):
+        t.add_column(column, justify="left" if column == "model" else "right")
+    for r in records:
+        s, d = r.cost.get("source", {}), r.cost.get("derived", {})
+        t.add_row(f"{r.source}\n→ {r.name}",
+                  f"{s.get('step_ms', 0):.1f}\n{d.get('step_ms', 0):.1f}",
+                  f"{_steps(s)}\n{_steps(d)}")
+    return t
+
+
+def _steps(cost: dict[str, Any]) -> str:
+    v = cost.get("verify_steps", [])
+    return " / ".join(f"{v[n - 1]:.1f}" for n in (4, 5, 8) if n <= len(v)) or "–"
+
+
+def run(args: argparse.Namespace) -> int:
+    from specchat.backends.quantize import system_info
+    from specchat.loading import require_llama_cpp
+
+    require_llama_cpp()
+    console = Console(highlight=False)
+    info, gpu = system_info()
+    layout, why = choose_layout(info, gpu)
+    if layout is None:
+        console.print(f"nothing to optimize: {why}")
+        return 0
+    console.print(f"layout {layout.name}: {why}")
+    todo = jobs(args.name, Catalog.load())
+    prompts = load_prompts()
+    options = ModelOptions(threads=args.threads)
+    dest = models_dir()
+    t0 = time.perf_counter()
+    records = []
+    for job in todo:
+        known = None if args.force else already_made(job, layout, dest)
+        if known is not None:
+            console.print(f"[green]ok[/] {known.name} already made → {dest / known.file} "
+                          "(--force makes it again)")
+            records.append(known)
+            continue
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=console) as bar:
+            task = bar.add_task(job.name, total=None)
+
+            def report(text: str, done: int, total: int | None, task: TaskID = task) -> None:
+                bar.update(task, description=text, completed=done, total=total)
+            records.append(make(job, layout, dest, options, prompts, args.quality_tokens, report))
+    console.print(summary_table(records))
+    for record in records:
+        console.print(f"{record.name}: {quality_text(record)}")
+    console.print(f"done in {time.perf_counter() - t0:.0f} s; records in {dest / 'derived.toml'}")
+    if args.name == "default":
+        console.print("`--target default` and `--draft default` now load these files; the "
+                      "originals stay under their catalog names.")
+    return 0

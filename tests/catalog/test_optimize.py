@@ -1,0 +1,91 @@
+"""`specchat models optimize`: the layout chosen from the build's kernels, the file re-laid by
+llama.cpp's quantizer beside the original, its record, and `default` resolving to it."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+from support.processes import specchat
+
+from specchat.catalog import compat
+from specchat.catalog.catalog import Catalog, CatalogModel, resolve_model
+from specchat.catalog.fetch import sha256_file
+from specchat.catalog.layout import Derived, choose_layout, known_shape, save_derived
+from specchat.config import Config
+
+X86_AVX2 = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | REPACK = 1 |"
+X86_OLD = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | REPACK = 1 |"
+ARM = "CPU : NEON = 1 | ARM_FMA = 1 | FP16_VA = 1 | DOTPROD = 1 | REPACK = 1 |"
+NO_REPACK = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | REPACK = 0 |"
+
+
+@pytest.mark.parametrize(("info", "gpu", "layout", "why"), [
+    (X86_AVX2, False, "Q4_0", "AVX2"),
+    (ARM, False, "Q4_0", "ARM"),
+    (X86_AVX2, True, None, "GPU"),
+    (X86_OLD, False, None, "AVX2 or ARM"),
+    (NO_REPACK, False, None, "without repacked"),
+])
+def test_the_layout_follows_the_kernels_the_build_has(info, gpu, layout, why):
+    chosen, reason = choose_layout(info, gpu)
+    assert (chosen.name if chosen else None) == layout
+    assert why in reason
+
+
+def test_optimize_re_lays_a_model_beside_it_and_records_what_it_measured(tiny, tmp_path):
+    proc = specchat("models", "optimize", str(tiny.target), "--quality-tokens", "8",
+                    tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    models = tmp_path / "models"
+    out = models / "tiny-target.cpu-q4_0.gguf"
+    assert "layout Q4_0" in proc.stdout and out.is_file()
+    assert compat.header(out).quantization == "Q4_0"
+    assert compat.check(tiny.target, out).ok  # the same vocabulary: it can draft for it
+    record = tomllib.loads((models / "derived.toml").read_text())["derived"]["tiny-target.cpu-q4_0"]
+    assert record["sha256"] == sha256_file(out) and record["size"] == out.stat().st_size
+    assert record["source"] == "tiny-target" and record["source_quant"] == "ALL_F32"
+    assert record["source_sha256"] == sha256_file(tiny.target)
+    assert "second rounding" in record["rounding"] and record["made_s"] >= 0
+    for side in ("source", "derived"):
+        steps = record["cost"][side]["verify_steps"]
+        assert len(steps) == 9 and steps[0] == 1.0 and record["cost"][side]["step_ms"] > 0
+    quality = record["quality"]
+    assert quality["prompts"] == 10 and quality["positions"] > 0
+    assert quality["kl_mean"] >= 0 and 0 <= quality["top1_same"] <= 1
+    assert 0 <= quality["replies_changed"] <= 10 == quality["prompts"]
+    assert len(quality["changed"]) == quality["replies_changed"]
+    assert "KL" in proc.stdout and "greedy replies" in proc.stdout
+    again = specchat("models", "optimize", str(tiny.target), tmp_path=tmp_path)
+    assert again.returncode == 0 and "already made" in again.stdout
+
+
+def test_an_unknown_model_is_one_line(tmp_path):
+    proc = specchat("models", "optimize", "no-such-model", tmp_path=tmp_path)
+    assert proc.returncode == 2 and "unknown model" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_default_resolves_to_the_optimized_file_and_the_name_to_the_original(
+        tiny, tmp_path, monkeypatch):
+    models = tmp_path / "models"
+    models.mkdir()
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(models))
+    original = models / "tiny-target.gguf"
+    original.write_bytes(tiny.target.read_bytes())
+    derived = models / "tiny-target.cpu-q4_0.gguf"
+    derived.write_bytes(tiny.target.read_bytes())
+    entry = CatalogModel("tiny", "tiny", "1M", "F32", original.name, original.stat().st_size, "")
+    catalog = Catalog({"tiny": entry}, {"default": {"target": "tiny", "draft": "tiny"}})
+    config = Config(tmp_path / "config.toml")
+    assert resolve_model("default", "target", catalog, config) == original  # none made yet
+    save_derived(models, Derived(
+        name=derived.stem, source="tiny", source_file=original.name, source_sha256="",
+        source_quant="F32", layout="Q4_0", file=derived.name, size=derived.stat().st_size,
+        sha256="", cost={"source": {"verify_steps": [1.0, 2.0]},
+                         "derived": {"verify_steps": [1.0, 1.5]}}))
+    assert resolve_model("default", "target", catalog, config) == derived
+    assert resolve_model("tiny", "target", catalog, config) == original
+    assert known_shape(models, derived) == (1.0, 1.5)
+    assert known_shape(models, original) == (1.0, 2.0)
+    derived.unlink()  # a record whose file is gone does not count
+    assert resolve_model("default", "target", catalog, config) == original

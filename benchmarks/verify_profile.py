@@ -53,21 +53,20 @@ def run(args: argparse.Namespace) -> None:
     PHASES.write_text(json.dumps(phases))
 
 
-SAMPLE = re.compile(r"^\s*\S+\s+\d+\s+\[\d+\]\s+([\d.]+):")
+SAMPLE = re.compile(r"^\s*\S+\s+\d+\s+([\d.]+):\s+[0-9a-f]+\s+(\S*)")
 
 
 def report(perf_data: Path, top: int) -> None:
     """perf's samples by phase and symbol (the first frame of each sample)."""
     phases = json.loads(PHASES.read_text())
-    out = subprocess.run(["perf", "script", "-i", str(perf_data), "-F", "comm,tid,cpu,time,sym"],
+    out = subprocess.run(["perf", "script", "-i", str(perf_data), "-F", "comm,tid,time,ip,sym"],
                          capture_output=True, text=True, check=True).stdout
     counts: dict[int, collections.Counter[str]] = {p["n"]: collections.Counter() for p in phases}
     for line in out.splitlines():
         m = SAMPLE.match(line)
         if not m:
             continue
-        t = float(m.group(1))
-        sym = line[m.end():].strip().split("+")[0] or "?"
+        t, sym = float(m.group(1)), m.group(2) or "?"
         for p in phases:
             if p["start"] <= t <= p["end"]:
                 counts[p["n"]][sym] += 1

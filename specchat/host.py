@@ -110,8 +110,8 @@ class ModelHost:
         sampling = self.settings.sampling
         ids = ChatSession(engine, Conversation(system=sampling.system)).prompt(
             text, sampling.max_tokens).prompt_ids
-        plain = SpeculativeEngine(target, NoDrafter(), engine.sampling,
-                                  rng=np.random.default_rng(engine.sampling.seed))
+        plain = speculative_engine(target, NoDrafter(), engine.sampling,
+                                   rng=np.random.default_rng(engine.sampling.seed))
         # the lanes are compared with each other on one clock: no baseline steps after them
         generation = replace(sampling.generation(), baseline_steps=0)
         lanes = []

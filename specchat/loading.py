@@ -15,6 +15,7 @@ import numpy as np
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, models_dir, resolve_model
 from specchat.catalog.layout import known_shape
+from specchat.cpu import CpuWatch
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
@@ -173,8 +174,11 @@ def build_engine(settings: Settings) -> SpeculativeEngine:
 def speculative_engine(target: Backend, drafter: Drafter, sampling: SamplingParams,
                        draft_settings: DraftSettings | None = None,
                        rng: np.random.Generator | None = None) -> SpeculativeEngine:
-    """An engine whose policy starts from the verify curve timed for this target file, where
-    `specchat models optimize` timed one (catalog/layout.py: `known_shape`)."""
+    """An engine that watches this machine's CPU around each turn (specchat/cpu.py: the
+    threads the free cores allow, the share other programs used), and whose policy starts
+    from the verify curve timed for this target file, where `specchat models optimize` timed
+    one (catalog/layout.py: `known_shape`)."""
     engine = SpeculativeEngine(target, drafter, sampling, draft_settings, rng)
     engine.policy.costs.shape = known_shape(models_dir(), target.path)
+    engine.watch = CpuWatch()
     return engine

@@ -6,14 +6,13 @@ The colours here are the terminal defaults; the TUI takes its colours from theme
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from typing import IO
 
 from rich.console import Console
 from rich.text import Text
 
-from specchat.engine.cpu import busy_note
+from specchat.cpu import busy_note, default_threads
 from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.loop import SpeculativeEngine
 
@@ -88,8 +87,9 @@ def speedup_words(turn: TurnEvent) -> str:
 
 
 def fewer_threads(turn: TurnEvent) -> bool:
-    """Whether the turn ran on fewer threads than cores: the others were busy when it started."""
-    return turn.threads is not None and turn.threads < (os.cpu_count() or 1)
+    """Whether the turn ran on fewer threads than physical cores: the others were busy when it
+    started."""
+    return turn.threads is not None and turn.threads < default_threads()
 
 
 def slower_why(turn: TurnEvent) -> str:

@@ -27,10 +27,9 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from specchat import machine
+from specchat import cpu, machine
 from specchat.bench.runner import Prompt, fresh, load_prompts
 from specchat.config import Config
-from specchat.engine import cpu
 from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.events import RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
@@ -115,7 +114,12 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
          progress: Progress | None = None) -> dict[str, Any]:
     """Measure and recommend; the result is what `--json` prints."""
     from specchat.host import ModelHost
-    from specchat.loading import load_drafter, load_target, one_draft_model_on_servers
+    from specchat.loading import (
+        load_drafter,
+        load_target,
+        one_draft_model_on_servers,
+        speculative_engine,
+    )
 
     models = settings.models
     one_draft_model_on_servers(models, drafts)
@@ -123,7 +127,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     target = load_target(models.target, models)
     rng = np.random.default_rng(0)
     drafters: dict[str, Drafter] = {d: load_drafter(d, target, greedy, rng, models) for d in drafts}
-    engines = {"none": SpeculativeEngine(target, NoDrafter(), greedy)}
+    engines = {"none": speculative_engine(target, NoDrafter(), greedy)}
     task = progress.add_task("timing the verify curve", total=None) if progress else None
 
     def step(text: str) -> None:
@@ -157,7 +161,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         for d, arm, draft_settings in plan:
             key = f"{d} {arm.policy} {arm.k}"
             if key not in engines:  # the adaptive policy starts from the curve just timed
-                engines[key] = SpeculativeEngine(target, drafters[d], greedy, draft_settings, rng)
+                engines[key] = speculative_engine(target, drafters[d], greedy, draft_settings, rng)
                 engines[key].policy.costs.shape = shape
             engine = engines[key]
             turn, rounds = _rounds(engine, ids[i], tokens)

@@ -39,6 +39,7 @@ from specchat.backends import rpc as rpc_servers
 from specchat.backends.llamacpp import LlamaCppBackend, LlamaVocab, ensure_backend, load_model
 from specchat.backends.rpc import RemoteError
 from specchat.catalog.gguf_file import read_gguf
+from specchat.cpu import default_threads
 
 _ERRORS: dict[str, type[errors.SpecchatError]] = {
     cls.__name__: cls for cls in (errors.ModelFileError, errors.ContextOverflowError,
@@ -70,7 +71,7 @@ class IsolatedBackend(LlamaVocab):
         self.timeout_s = timeout_s
         self._load: dict[str, Any] = dict(path=path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers,
                                           n_threads=n_threads, n_batch=n_batch, rpc=rpc)
-        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.n_threads = n_threads or default_threads()
         mparams = llama_cpp.llama_model_default_params()
         mparams.vocab_only = True
         self._model: llama_cpp.llama_model_p | None = load_model(path, mparams)

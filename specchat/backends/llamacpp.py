@@ -19,6 +19,7 @@ import numpy as np
 
 from specchat.backends import rpc as rpc_servers
 from specchat.catalog.gguf_file import read_gguf
+from specchat.cpu import default_threads
 from specchat.errors import CacheTruncationError, ContextOverflowError, DecodeError, ModelFileError
 
 _SEQ = 0
@@ -171,7 +172,7 @@ class LlamaCppBackend(LlamaVocab):
             mparams.progress_callback = report
         self._model = load_model(path, mparams)
         self._use_vocab(self._model)
-        threads = n_threads or max(1, os.cpu_count() or 1)
+        threads = n_threads or default_threads()
         cparams = llama_cpp.llama_context_default_params()
         train_ctx = int(llama_cpp.llama_model_n_ctx_train(self._model))
         cparams.n_ctx = min(n_ctx, train_ctx) if train_ctx > 0 else n_ctx

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import re
 import signal
 import socket
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import llama_cpp
 
+from specchat.cpu import default_threads
 from specchat.errors import SpecchatError
 from specchat.exposure import check_host, is_loopback
 
@@ -188,4 +188,4 @@ def serve(host: str, port: int, threads: int | None, cache: Path | None,
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the server loop is C: let Ctrl-C end it
     array = (ctypes.c_void_p * len(devs))(*devs)
     rpc.ggml_backend_rpc_start_server(endpoint.encode(), str(cache).encode() if cache else None,
-                                      threads or max(1, os.cpu_count() or 1), len(devs), array)
+                                      threads or default_threads(), len(devs), array)

@@ -16,8 +16,9 @@ from specchat.bench.runner import Remote
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import Event
-from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.loop import DraftSettings, GenerationSettings
 from specchat.engine.sampling import SamplingParams
+from specchat.loading import speculative_engine
 from specchat.settings import Settings
 
 
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
 def alone(target: Backend) -> Remote:
     """Another target without a draft, as an arm beside the local ones (warmed up first):
     each prompt from empty caches, no baseline steps (it is a baseline)."""
-    engine = SpeculativeEngine(target, NoDrafter(), SamplingParams())
+    engine = speculative_engine(target, NoDrafter(), SamplingParams())
     warm = target.tokenize(target.render_chat([("user", "Say hello.")]))
     list(engine.generate(warm, GenerationSettings(max_tokens=4)))  # page the weights in
 

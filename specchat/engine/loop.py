@@ -17,14 +17,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from specchat.engine import cpu, kvsync
+from specchat.engine import kvsync
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import Drafter
 from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TokenKind
 from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, Policy
 from specchat.engine.sampling import SamplingParams, row_summary
 from specchat.engine.stats import TurnStats
-from specchat.engine.types import Draft, Room
+from specchat.engine.types import Draft, MachineWatch, Room
 from specchat.engine.verify import verify_greedy, verify_sampling
 from specchat.errors import ContextOverflowError
 
@@ -116,6 +116,9 @@ class SpeculativeEngine:
         self.policy: Policy = FixedPolicy(0)
         self.draft_settings = draft_settings or DraftSettings()
         self.rng = rng if rng is not None else np.random.default_rng(sampling.seed)
+        self.watch: MachineWatch | None = None
+        """The caller's watch on the machine: each turn's threads and the CPU others used
+        (None: neither is measured; specchat.loading gives every engine it builds one)."""
 
     @property
     def draft_settings(self) -> DraftSettings:
@@ -177,16 +180,10 @@ class SpeculativeEngine:
             return time.perf_counter() - suspended
 
         models = [m for m in (self.target, self.drafter.model) if m is not None]
-        here = all(m.where.startswith("here") for m in models)
-        threads = None
-        if here:  # one thread per core other programs leave free right now (before the clock)
-            free = cpu.free_cores(cpu.others_running())
-            threads = self.target.fit_threads(free)
-            if self.drafter.model is not None:
-                self.drafter.model.fit_threads(free)
+        # another process's CPU would count as another program's: watched only where both run
+        watch = self.watch if all(m.where.startswith("here") for m in models) else None
+        threads = self._fit_threads(watch.begin()) if watch else None
         t_start = clock()
-        # another process's CPU would count as another program's
-        cpu_start = cpu.sample() if here else None
         committed = list(prompt_ids)
         reply = _Reply(self.target, settings)
         stats = TurnStats()
@@ -263,9 +260,18 @@ class SpeculativeEngine:
             draft_passes=self.drafter.passes - passes_at_start[1],
             draft=self.drafter.name, k=self.draft_settings.k, policy=self.policy.name,
             stop_reason=reply.stop_reason, baseline=baseline, baseline_source=source,
-            others_cpu=cpu.others_share(cpu_start, cpu.sample() if cpu_start else None),
+            others_cpu=watch.end() if watch else None,
             baseline_steps_s=steps, threads=threads,
         )
+
+    def _fit_threads(self, free: int | None) -> int | None:
+        """Both models on at most `free` threads where the user left the count to specchat;
+        the target's threads (None where the watch gave no count)."""
+        if free is None:
+            return None
+        if self.drafter.model is not None:
+            self.drafter.model.fit_threads(free)
+        return self.target.fit_threads(free)
 
     def _refill(self, committed: list[int]) -> int:
         """Evaluate what the target's cache lacks of `committed` but its last token (which the

@@ -1,6 +1,7 @@
 """The small value types the engine's parts hand each other: a drafter's `Draft`, the round's
-`Plan` a drafter asks how far to draft, the `RowSummary` of one logits row, and the `Room` a
-caller makes when a reply reaches the end of the context.
+`Plan` a drafter asks how far to draft, the `RowSummary` of one logits row, the `Room` a
+caller makes when a reply reaches the end of the context, and the `MachineWatch` a caller
+measures the machine with around a turn.
 
 They live apart from the code that makes them so that the drafters, the policy and the loop
 can all name them without importing each other.
@@ -21,6 +22,21 @@ class Room(NamedTuple):
     prompt_ids: list[int]
     left_out: int
     """Turns of the conversation the new prompt leaves out."""
+
+
+class MachineWatch(Protocol):
+    """What the caller measures of the machine around a turn (specchat/cpu.py on this
+    machine): the engine asks, it never reads the machine itself."""
+
+    def begin(self) -> int | None:
+        """Before the turn's clock starts: the CPU threads the turn's models should use (None:
+        leave them as they are)."""
+        ...
+
+    def end(self) -> float | None:
+        """After the turn: the share of the machine's CPU other programs used since `begin`
+        (None: not measured)."""
+        ...
 
 
 class RowSummary(NamedTuple):

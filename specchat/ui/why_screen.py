@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
-from specchat.engine import cpu
+from specchat import cpu
 from specchat.engine.loop import SpeculativeEngine
 from specchat.errors import SpecchatError
 from specchat.host import ModelHost

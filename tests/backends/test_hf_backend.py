@@ -9,9 +9,10 @@ import os
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from support.checks import require_module
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+require_module("torch")
+require_module("transformers")
 
 from support.checks import (  # noqa: E402
     GREEDY_CASES,

@@ -8,13 +8,13 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
+from support.checks import require_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_gpu_check_runs_on_the_cpu_and_writes_its_report(tmp_path):
-    pytest.importorskip("torch")
+    require_module("torch")
     out = tmp_path / "out"
     proc = subprocess.run([str(ROOT / "benchmarks" / "gpu_check.sh"), "--cpu", "--small", "--out",
                            str(out)], capture_output=True, text=True, timeout=900)

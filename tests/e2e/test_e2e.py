@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.checks import DIVERGENCES
+from support.checks import DIVERGENCES, require_module
 from support.processes import RpcServer
 
 from specchat.chat.session import ChatSession
@@ -123,7 +123,7 @@ HF_TOKENS = 32
 
 @pytest.fixture(scope="module")
 def hf_pair(shipped_pair):
-    pytest.importorskip("torch")
+    require_module("torch")
     from specchat.backends.hf import TransformersBackend
     from specchat.catalog.catalog import models_dir
 

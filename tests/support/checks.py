@@ -211,6 +211,14 @@ def pair_chi_square_p(samples, expected) -> float:
     return chi_square_p(counts, probs / probs.sum())
 
 
+def require_module(name: str, how: str = "./install.sh --dev") -> None:
+    """A Python package the tests need (torch, transformers): missing is `missing`'s rule."""
+    import importlib.util
+
+    if importlib.util.find_spec(name) is None:
+        missing(name, how)
+
+
 def missing(what: str, how: str) -> NoReturn:
     """A part the tests need is not here: a failure where CI asked for everything
     (SPECCHAT_REQUIRE_E2E, set by .ci/run, which installs it), else a skip that says how."""

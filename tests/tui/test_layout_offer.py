@@ -1,0 +1,87 @@
+"""The first-run offer to re-lay the default pair for this CPU: the modal, the real quantizer
+and measurement on the tiny pair, and the chat loading the pair again after it. What decides
+whether to offer (the default pair installed, a CPU with repacked kernels) is set here; what
+the offer then does is real."""
+
+from __future__ import annotations
+
+import asyncio
+
+from support.pilot import SIZE, make_app, ready, until
+
+from specchat.catalog.layout import Q4_0, Derived, load_derived, save_derived
+from specchat.config import Config
+from specchat.optimize import Job
+from specchat.settings import ModelOptions, Settings
+from specchat.ui.layout_offer import LayoutOfferScreen, Offer, layout_offer
+
+
+def test_the_offer_re_lays_the_pair_and_the_chat_loads_it_again(tiny, tmp_path, monkeypatch):
+    models = tmp_path / "models"
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(models))
+    offer = Offer(Q4_0, "x86 with AVX2", [Job(tiny.draft, "tiny-draft", "draft")])
+    monkeypatch.setattr("specchat.ui.model_loading.layout_offer", lambda settings: offer)
+    app = make_app(tiny, tmp_path, warm_up=False)
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await until(pilot, lambda: isinstance(app.screen, LayoutOfferScreen))
+            await pilot.pause()
+            first = app.chat_screen.chat
+            assert await pilot.click("#make")
+            await until(pilot, lambda: not isinstance(app.screen, LayoutOfferScreen), 120)
+            await until(pilot, lambda: app.chat_screen.chat not in (None, first))  # loaded again
+            await ready(app, pilot)
+
+    asyncio.run(scenario())
+    record = load_derived(models)["tiny-draft.cpu-q4_0"]
+    assert (models / record.file).is_file() and record.role == "draft" and record.quality == {}
+    assert record.cost["derived"]["verify_steps"][0] == 1.0
+
+
+def test_never_ask_is_kept_in_the_config(tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
+    offer = Offer(Q4_0, "x86 with AVX2", [Job(tiny.draft, "tiny-draft", "draft")])
+    monkeypatch.setattr("specchat.ui.model_loading.layout_offer", lambda settings: offer)
+    app = make_app(tiny, tmp_path, warm_up=False)
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await until(pilot, lambda: isinstance(app.screen, LayoutOfferScreen))
+            await pilot.pause()
+            assert await pilot.click("#never")
+            await until(pilot, lambda: not isinstance(app.screen, LayoutOfferScreen))
+            await ready(app, pilot)  # the chat goes on with the pair it has
+
+    asyncio.run(scenario())
+    assert Config.load().section("models")["optimize_offer"] == "never"
+
+
+def test_the_offer_is_made_once_for_the_default_pair_on_a_cpu_with_the_kernels(
+        tiny, tmp_path, monkeypatch):
+    models = tmp_path / "models"
+    models.mkdir()
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(models))
+    monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setattr("specchat.ui.layout_offer.choose_layout",
+                        lambda info, gpu: (Q4_0, "x86 with AVX2"))
+    monkeypatch.setattr("specchat.ui.layout_offer.jobs",
+                        lambda choice, catalog: [Job(tiny.draft, "tiny-draft", "draft")])
+    default = Settings(ModelOptions(target="default"))
+    offer = layout_offer(default)
+    assert offer is not None and [j.name for j in offer.todo] == ["tiny-draft"]
+    assert layout_offer(Settings(ModelOptions(target=str(tiny.target)))) is None
+    assert layout_offer(Settings(ModelOptions(target="default", server="http://x:1"))) is None
+    made = models / "tiny-draft.cpu-q4_0.gguf"  # made already: nothing to offer
+    made.write_bytes(b"gguf")
+    save_derived(models, Derived("tiny-draft.cpu-q4_0", "tiny-draft", "tiny-draft.gguf", "",
+                                 "F32", "Q4_0", made.name, 4, ""))
+    assert layout_offer(default) is None
+    made.unlink()
+    assert layout_offer(default) is not None
+    config = Config.load()
+    config.data["models"] = {"optimize_offer": "never"}
+    config.save()
+    assert layout_offer(default) is None  # said no for good

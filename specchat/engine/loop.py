@@ -195,15 +195,11 @@ class SpeculativeEngine:
                 break
             room = self.target.n_ctx - len(committed)  # draft tokens that still fit
             if room < 0:  # the last committed token cannot be evaluated any more
-                fitted = make_room(reply.ids) if make_room else None
-                if fitted is None:
+                refilled = self._shift_context(reply, make_room, clock)
+                if refilled is None:
                     reply.stop_reason = "context_full"
                     break
-                committed = fitted.prompt_ids + reply.ids
-                t0 = clock()
-                n = self._refill(committed)
-                shift = ContextEvent(fitted.left_out, len(fitted.prompt_ids), True, n,
-                                     clock() - t0)
+                committed, shift = refilled
                 stats.add_context(shift)
                 handed = time.perf_counter()
                 yield shift
@@ -212,27 +208,8 @@ class SpeculativeEngine:
             cap = 0
             if round_no > 0:  # the first token of a turn is the target's alone
                 cap = max(0, min(room, settings.max_tokens - len(reply.ids) - 1))
-            t0 = clock()
-            plan = self.policy.plan(cap)
-            passes = self.drafter.passes
-            draft = self.drafter.propose(committed, plan) if cap > 0 else Draft()
-            passes = self.drafter.passes - passes
-            if len(draft) < self.draft_settings.n_min:
-                draft = replace(draft, tokens=[], q=[], conf=[], dists=None)
-            t1 = clock()
-            expected = self.policy.costs.expect(draft) if round_no > 0 else None
-            before = len(reply.ids)
-            events, n_accepted, batch = self._round(round_no, committed, draft, reply)
-            t2 = clock()
-            self.policy.costs.observe(draft, n_accepted, t1 - t0, passes, t2 - t1, batch)
-            summary = RoundEvent(
-                round=round_no, k=plan.asked, drafted=len(draft),
-                accepted=n_accepted, draft_s=t1 - t0, verify_s=t2 - t1,
-                emitted=len(reply.ids) - before, t_s=t2 - t_start, source=draft.source,
-                declined=plan.declined and not draft.tokens,
-                expected_tokens=expected[0] if expected else None,
-                expected_s=expected[1] if expected else None,
-            )
+            events, summary = self._draft_and_verify(round_no, committed, reply, cap, clock,
+                                                     t_start)
             stats.add_round(summary)
             events.append(summary)
             round_no += 1
@@ -244,15 +221,7 @@ class SpeculativeEngine:
         kvsync.release(self.target, committed)
         self.drafter.release(committed)
         wall_s = clock() - t_start
-        baseline, source = None, "not measured"
-        steps: list[float] = []
-        if self.drafter.name == "none" and stats.tokens_per_second:
-            baseline, source = stats.tokens_per_second, "this turn (target only)"
-        elif settings.baseline_steps > 0 and reply.stop_reason != "cancelled":
-            steps = self._plain_steps_s(committed, settings.baseline_steps)
-            if steps:
-                baseline = 1.0 / statistics.median(steps)
-                source = f"{len(steps)} target-only steps at depth {len(committed)}"
+        baseline, source, steps = self._baseline(stats, committed, settings, reply.stop_reason)
         yield stats.turn_event(
             text=reply.text, token_ids=reply.ids, prompt_ids=list(prompt_ids),
             wall_s=wall_s,
@@ -263,6 +232,60 @@ class SpeculativeEngine:
             others_cpu=watch.end() if watch else None,
             baseline_steps_s=steps, threads=threads,
         )
+
+    def _shift_context(self, reply: _Reply, make_room: MakeRoom | None,
+                       clock: Callable[[], float]) -> tuple[list[int], ContextEvent] | None:
+        """Mid-reply at the end of the context: the shorter prompt the caller makes room with
+        and the reply so far, evaluated again (timed); None where the caller makes none."""
+        fitted = make_room(reply.ids) if make_room else None
+        if fitted is None:
+            return None
+        committed = fitted.prompt_ids + reply.ids
+        t0 = clock()
+        n = self._refill(committed)
+        return committed, ContextEvent(fitted.left_out, len(fitted.prompt_ids), True, n,
+                                       clock() - t0)
+
+    def _draft_and_verify(self, round_no: int, committed: list[int], reply: _Reply, cap: int,
+                          clock: Callable[[], float], t_start: float
+                          ) -> tuple[list[Event], RoundEvent]:
+        """One round: the plan, the draft (at most `cap` tokens), the verify pass, what the
+        policy learns from it, and the round's events with its summary last."""
+        t0 = clock()
+        plan = self.policy.plan(cap)
+        passes = self.drafter.passes
+        draft = self.drafter.propose(committed, plan) if cap > 0 else Draft()
+        passes = self.drafter.passes - passes
+        if len(draft) < self.draft_settings.n_min:
+            draft = replace(draft, tokens=[], q=[], conf=[], dists=None)
+        t1 = clock()
+        expected = self.policy.costs.expect(draft) if round_no > 0 else None
+        before = len(reply.ids)
+        events, n_accepted, batch = self._round(round_no, committed, draft, reply)
+        t2 = clock()
+        self.policy.costs.observe(draft, n_accepted, t1 - t0, passes, t2 - t1, batch)
+        summary = RoundEvent(
+            round=round_no, k=plan.asked, drafted=len(draft),
+            accepted=n_accepted, draft_s=t1 - t0, verify_s=t2 - t1,
+            emitted=len(reply.ids) - before, t_s=t2 - t_start, source=draft.source,
+            declined=plan.declined and not draft.tokens,
+            expected_tokens=expected[0] if expected else None,
+            expected_s=expected[1] if expected else None,
+        )
+        return events, summary
+
+    def _baseline(self, stats: TurnStats, committed: list[int], settings: GenerationSettings,
+                  stop_reason: str) -> tuple[float | None, str, list[float]]:
+        """The turn's target-only rate, what it was measured from, and the step seconds: a
+        target-only turn's own rate, else plain steps timed at the depth the turn reached."""
+        if self.drafter.name == "none" and stats.tokens_per_second:
+            return stats.tokens_per_second, "this turn (target only)", []
+        if settings.baseline_steps > 0 and stop_reason != "cancelled":
+            steps = self._plain_steps_s(committed, settings.baseline_steps)
+            if steps:
+                return (1.0 / statistics.median(steps),
+                        f"{len(steps)} target-only steps at depth {len(committed)}", steps)
+        return None, "not measured", []
 
     def _fit_threads(self, free: int | None) -> int | None:
         """Both models on at most `free` threads where the user left the count to specchat;

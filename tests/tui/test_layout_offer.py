@@ -16,47 +16,47 @@ from specchat.settings import ModelOptions, Settings
 from specchat.ui.layout_offer import LayoutOfferScreen, Offer, layout_offer
 
 
-def test_the_offer_re_lays_the_pair_and_the_chat_loads_it_again(tiny, tmp_path, monkeypatch):
-    models = tmp_path / "models"
-    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(models))
+def answer_the_offer(tiny, tmp_path, monkeypatch, button: str) -> tuple:
+    """The app on the tiny pair, offered the tiny draft's re-laying; `button` pressed once the
+    offer is up. Returns the chat before and after the offer closed."""
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
     offer = Offer(Q4_0, "x86 with AVX2", [Job(tiny.draft, "tiny-draft", "draft")])
     monkeypatch.setattr("specchat.ui.model_loading.layout_offer", lambda settings: offer)
     app = make_app(tiny, tmp_path, warm_up=False)
+    chats = []
 
     async def scenario():
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
             await until(pilot, lambda: isinstance(app.screen, LayoutOfferScreen))
             await pilot.pause()
-            first = app.chat_screen.chat
-            assert await pilot.click("#make")
+            chats.append(app.chat_screen.chat)
+            assert await pilot.click(f"#{button}")
             await until(pilot, lambda: not isinstance(app.screen, LayoutOfferScreen), 120)
-            await until(pilot, lambda: app.chat_screen.chat not in (None, first))  # loaded again
+            if button == "make":  # the pair loads again
+                await until(pilot, lambda: app.chat_screen.chat not in (None, chats[0]))
             await ready(app, pilot)
+            chats.append(app.chat_screen.chat)
 
     asyncio.run(scenario())
+    return chats[0], chats[1]
+
+
+def test_the_offer_re_lays_the_pair_and_the_chat_loads_it_again(tiny, tmp_path, monkeypatch):
+    before, after = answer_the_offer(tiny, tmp_path, monkeypatch, "make")
+    assert after is not before
+    models = tmp_path / "models"
     record = load_derived(models)["tiny-draft.cpu-q4_0"]
     assert (models / record.file).is_file() and record.role == "draft" and record.quality == {}
     assert record.cost["derived"]["verify_steps"][0] == 1.0
 
 
-def test_never_ask_is_kept_in_the_config(tiny, tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
-    offer = Offer(Q4_0, "x86 with AVX2", [Job(tiny.draft, "tiny-draft", "draft")])
-    monkeypatch.setattr("specchat.ui.model_loading.layout_offer", lambda settings: offer)
-    app = make_app(tiny, tmp_path, warm_up=False)
-
-    async def scenario():
-        async with app.run_test(size=SIZE) as pilot:
-            await ready(app, pilot)
-            await until(pilot, lambda: isinstance(app.screen, LayoutOfferScreen))
-            await pilot.pause()
-            assert await pilot.click("#never")
-            await until(pilot, lambda: not isinstance(app.screen, LayoutOfferScreen))
-            await ready(app, pilot)  # the chat goes on with the pair it has
-
-    asyncio.run(scenario())
+def test_never_ask_is_kept_in_the_config_and_the_chat_goes_on(tiny, tmp_path, monkeypatch):
+    before, after = answer_the_offer(tiny, tmp_path, monkeypatch, "never")
+    assert after is before  # the pair it had
     assert Config.load().section("models")["optimize_offer"] == "never"
+    assert not (tmp_path / "models").exists()  # nothing made
 
 
 def test_the_offer_is_made_once_for_the_default_pair_on_a_cpu_with_the_kernels(

@@ -46,6 +46,7 @@ from specchat.catalog.layout import (
     quality_text,
     save_derived,
 )
+from specchat.cpu import CpuWatch
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import TurnEvent
@@ -79,9 +80,14 @@ def jobs(choice: str, catalog: Catalog) -> list[Job]:
 
 
 def _load(path: Path, options: ModelOptions) -> Backend:
+    """The model on the CPU, on the threads the free cores allow (as a turn runs: a thread
+    without a core of its own makes every pass wait)."""
     from specchat.loading import load_model
 
-    return load_model(path, options, 1024, 0)
+    model = load_model(path, options, 1024, 0)
+    if (free := CpuWatch().begin()) is not None:
+        model.fit_threads(free)
+    return model
 
 
 def layout_cost(model: Backend) -> dict[str, Any]:

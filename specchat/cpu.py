@@ -13,6 +13,7 @@ many tasks run; elsewhere all of them are taken as free).
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -116,9 +117,11 @@ def _performance_cores() -> int | None:
         return None
 
 
+@functools.cache
 def physical_cores() -> int | None:
     """The cores llama.cpp's threads should use: the performance cores where the OS tells them
-    apart, else the physical cores; None where unknown."""
+    apart, else the physical cores; None where unknown. Read once (macOS asks sysctl, and the
+    panel asks at every turn)."""
     return _performance_cores() or psutil.cpu_count(logical=False) or None
 
 

@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     o.add_argument("--quality-tokens", type=int, default=QUALITY_TOKENS,
                    help="tokens of each greedy reply compared for a target (default: %(default)s)")
     o.add_argument("--threads", type=int, default=None,
-                   help="CPU threads for the timing (default: one per core)")
+                   help="CPU threads for the timing (default: one per free physical core)")
     return p
 
 

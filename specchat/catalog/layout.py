@@ -164,10 +164,10 @@ def cost_text(cost: dict[str, Any]) -> str:
     return f"step {cost.get('step_ms', 0):.0f} ms, verify {batches} steps"
 
 
-def layout_note(models_dir: Path, path: Path, role: str) -> str:
+def layout_note(records: dict[str, Derived], path: Path, role: str) -> str:
     """For a model menu: what `specchat models optimize` measured of this file (as the
-    optimized one or as its original), or nothing."""
-    for record in load_derived(models_dir).values():
+    optimized one or as its original) among `records` (`load_derived`), or nothing."""
+    for record in records.values():
         if path.name == record.file:
             what = ("the reply is the target's whatever the draft's layout" if role == "draft"
                     else quality_text(record))

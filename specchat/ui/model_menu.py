@@ -15,7 +15,7 @@ from textual.widgets.option_list import Option
 
 from specchat.catalog import compat
 from specchat.catalog.catalog import local_ggufs, models_dir
-from specchat.catalog.layout import layout_note
+from specchat.catalog.layout import layout_note, load_derived
 from specchat.errors import ModelFileError
 
 
@@ -38,13 +38,14 @@ def draft_choices(target: Path) -> list[ModelChoice]:
         ModelChoice("none", "none: target only (the baseline)", True, ""),
         ModelChoice("ngram", "n-gram: prompt lookup, no draft model", True, ""),
     ]
+    records = load_derived(models_dir())
     for path in sorted(local_ggufs()):
         if path == target.resolve():
             continue
         try:
             verdict = compat.check(target, path)
             choices.append(ModelChoice(str(path), path.stem, verdict.ok, verdict.reason,
-                                       layout_note(models_dir(), path, "draft")))
+                                       layout_note(records, path, "draft")))
         except ModelFileError as exc:
             choices.append(ModelChoice(str(path), path.stem, False, str(exc)))
     choices += [ModelChoice(f"ngram+{c.value}", f"combined: n-gram first, then {c.label}", True, "")
@@ -56,6 +57,7 @@ def target_choices(draft: Path | None) -> list[ModelChoice]:
     """Every readable GGUF in the models folders; with a draft model in use, each says whether
     that draft can go on drafting for it."""
     choices = []
+    records = load_derived(models_dir())
     for path in sorted(local_ggufs()):
         try:
             info = compat.header(path)
@@ -68,7 +70,7 @@ def target_choices(draft: Path | None) -> list[ModelChoice]:
             note = "" if verdict.ok else f"the draft falls back to none: {verdict.reason}"
         choices.append(ModelChoice(str(path), f"{path.stem} ({info.quantization}, "
                                                f"{info.file_size / 1e9:.2f} GB)", True, note,
-                                   layout_note(models_dir(), path, "target")))
+                                   layout_note(records, path, "target")))
     return choices
 
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from support.pilot import SIZE, make_app, ready, until
 
 from specchat.catalog.layout import Q4_0, Derived, load_derived, save_derived
 from specchat.config import Config
-from specchat.optimize import Job
+from specchat.optimize import Job, already_made
 from specchat.settings import ModelOptions, Settings
 from specchat.ui.layout_offer import LayoutOfferScreen, Offer, layout_offer
 
@@ -22,8 +21,11 @@ def answer_the_offer(tiny, tmp_path, monkeypatch, button: str) -> tuple:
     offer is up. Returns the chat before and after the offer closed."""
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
     monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
-    offer = Offer(Q4_0, "x86 with AVX2", [Job(tiny.draft, "tiny-draft", "draft")])
-    monkeypatch.setattr("specchat.ui.model_loading.layout_offer", lambda settings: offer)
+    job = Job(tiny.draft, "tiny-draft", "draft")
+    offer = Offer(Q4_0, "x86 with AVX2", [job])
+    # offered until made, as layout_offer does: the reloaded pair is not offered again
+    monkeypatch.setattr("specchat.ui.model_loading.layout_offer", lambda settings: None if
+                        already_made(job, Q4_0, tmp_path / "models") else offer)
     app = make_app(tiny, tmp_path, warm_up=False)
     chats = []
 
@@ -39,14 +41,13 @@ def answer_the_offer(tiny, tmp_path, monkeypatch, button: str) -> tuple:
                 await until(pilot, lambda: app.chat_screen.chat not in (None, chats[0]))
             await ready(app, pilot)
             chats.append(app.chat_screen.chat)
+            await pilot.pause(0.5)  # the offer's worker has run on the reloaded pair
+            assert not isinstance(app.screen, LayoutOfferScreen)
 
     asyncio.run(scenario())
     return chats[0], chats[1]
 
 
-@pytest.mark.xfail(reason="since 20:00 on 2026-12-01 this waits out its 120 s after Make on the "
-                          "development machine (quiet or busy; it passed in 8-12 s before); the "
-                          "cause is not found yet: see the closing note", strict=False)
 def test_the_offer_re_lays_the_pair_and_the_chat_loads_it_again(tiny, tmp_path, monkeypatch):
     before, after = answer_the_offer(tiny, tmp_path, monkeypatch, "make")
     assert after is not before

@@ -105,7 +105,7 @@ class SpecchatApp(App):
         current, chat = self.settings, self.chat_screen
         current.models, current.draft, current.sampling = (
             values.settings.models, values.settings.draft, values.settings.sampling)
-        chat.settings_changed()
+        chat.models.settings_changed()
         if values.show_rejected != chat.show_rejected:
             chat.action_toggle_rejected()
         if self.config.error:

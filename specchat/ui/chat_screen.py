@@ -1,55 +1,50 @@
 """The chat screen: transcript, stats panel, step panel and prompt, and the turn that feeds them.
 
-Model work runs in thread workers that call the `ModelHost` and post messages (ui/messages.py)
-with what they made; this screen's state changes only in their handlers, on the UI thread.
-Whether it is busy is read off its running workers. Esc sets the turn's cancel flag; the engine
-ends the turn after the round in flight with both caches consistent, and the partial reply is
-kept and marked as stopped. Loading and swapping models is its base's, `ModelLoading`.
+It is built of parts: `ModelLoader` (ui/model_loading.py) loads and swaps the models and holds
+the conversation on them, `TurnRunner` (ui/turn_runner.py) runs the turn's workers. Both post
+messages (ui/messages.py) with what they made; this screen's widgets change only in its handlers,
+on the UI thread. Whether it is busy is read off the parts' running workers. Esc sets the turn's
+cancel flag; the engine ends the turn after the round in flight with both caches consistent, and
+the partial reply is kept and marked as stopped.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.content import Content
-from textual.widgets import Footer, Header, Static
+from textual.screen import Screen
+from textual.widgets import Footer, Header
 
 from specchat.chat.history import HistoryStore
 from specchat.chat.state import ChatState
-from specchat.engine.events import ContextEvent, RoundEvent, TurnEvent
-from specchat.engine.loop import SpeculativeEngine
-from specchat.errors import SpecchatError
+from specchat.engine.events import ContextEvent, TurnEvent
 from specchat.host import ModelHost
 from specchat.render import context_note, slower_why
 from specchat.settings import Settings
 from specchat.trace import Lane, Trace, lane_label
+from specchat.ui.chat_view import ChatView
 from specchat.ui.history_screen import HistoryScreen
 from specchat.ui.launch import Launch
-from specchat.ui.messages import EventBatch, RaceReady, StatusLine, WorkerFailed
-from specchat.ui.model_loading import ModelLoading
-from specchat.ui.pacing import StepGate, round_batches
+from specchat.ui.messages import ChatStarted, EventBatch, StatusLine, WorkerFailed
+from specchat.ui.model_loading import ModelLoader
 from specchat.ui.palette import draft_commands
 from specchat.ui.race_screen import RaceScreen
 from specchat.ui.slides import TurnSlide
-from specchat.ui.step_panel import EXPLAIN, StepPanel, describe_round
 from specchat.ui.transcript import Transcript
+from specchat.ui.turn_runner import TurnRunner
 from specchat.ui.why_screen import K_MAX, WhyScreen
-from specchat.ui.widgets import Legend, PromptInput, StatsPanel
+from specchat.ui.widgets import PromptInput
 
 REDRAW_S = 0.25
 
 
-class ChatScreen(ModelLoading):
+class ChatScreen(Screen):
     BINDINGS = [
         Binding("escape", "stop", "Stop reply"),
         # priority: the prompt (a TextArea) would take ctrl+d as "delete right" otherwise
-        Binding("ctrl+d", "draft_menu", "Draft", priority=True),
-        Binding("ctrl+t", "target_menu", "Target", priority=True),
+        Binding("ctrl+d", "menu('draft')", "Draft", priority=True),
+        Binding("ctrl+t", "menu('target')", "Target", priority=True),
         Binding("ctrl+r", "toggle_rejected", "Rejected on/off", priority=True),
         Binding("ctrl+n", "new_chat", "New chat", priority=True),
         Binding("ctrl+o", "history", "History", priority=True),
@@ -61,38 +56,59 @@ class ChatScreen(ModelLoading):
 
     def __init__(self, settings: Settings, host: ModelHost, history: HistoryStore,
                  launch: Launch | None = None) -> None:
-        super().__init__(settings, host, history, launch)
-        self.cancel = threading.Event()
-        self.gate = StepGate()
+        super().__init__()
+        self.settings, self.host, self.history = settings, host, history
+        self.launch = launch or Launch()
+        self.turns = TurnRunner(self.launch.replay_speed)
+        self.models = ModelLoader(settings, host, history, self.launch.warm_up,
+                                  lambda: self.turns.busy)
+        self.view = ChatView()
         self.show_rejected = True
         # the command palette's drafters for this screen (Textual reads the calling screen's)
-        self.COMMANDS = {draft_commands(self.target_path, self.swap_draft)}  # type: ignore[misc]
+        self.COMMANDS = {  # type: ignore[misc]
+            draft_commands(self.models.target_path, self.models.swap_draft)}
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header()
-        with Horizontal(id="main"):
-            with Vertical(id="chat"):
-                yield Transcript(id="transcript")
-                yield StepPanel(id="step")
-                yield Legend()
-                yield Static("loading models…", id="status")
-                yield PromptInput(id="prompt")
-            yield StatsPanel(id="side")
+        yield self.view
         yield Footer()
+        yield self.models
+        yield self.turns
+
+    @property
+    def chat(self) -> ChatState | None:
+        """The conversation, once the models are loaded (None in a replay)."""
+        return self.models.chat
+
+    @property
+    def busy(self) -> bool:
+        return self.turns.busy or self.models.busy
+
+    @property
+    def draft_name(self) -> str:
+        if self.chat is not None:
+            return self.chat.session.names()[1]
+        replay = self.launch.replay
+        return str(replay.meta.get("draft", "?")) if replay else "?"
 
     @property
     def transcript(self) -> Transcript:
-        return self.query_one(Transcript)
+        return self.view.transcript
+
+    def set_status(self, text: str) -> None:
+        self.view.set_status(text)
+
+    def on_status_line(self, message: StatusLine) -> None:
+        self.set_status(message.text)
+        if message.input is not None:
+            self.view.take_input(message.input)
 
     def on_mount(self) -> None:
         """Start what the app was asked for: load the models, or replay or race traces."""
         # typing may start while the models load (kept, sent once they are); a replay or a race
         # loads none, so there is nothing to send to
-        prompt = self.query_one(PromptInput)
-        prompt.disabled = bool(self.launch.race) or self.launch.replay is not None
-        if not prompt.disabled:
-            prompt.focus()
+        self.view.take_input(not self.launch.race and self.launch.replay is None)
         self.transcript.show_rejected = self.show_rejected
         self.set_interval(REDRAW_S, self.redraw)
         launch = self.launch
@@ -108,53 +124,37 @@ class ChatScreen(ModelLoading):
             models = self.settings.models
             self.set_status(f"asking the llama-server at {models.server}…" if models.server else
                             f"loading {models.target} with draft {models.draft}…")
-            self.load_models(launch.warm_up)
+            self.models.load()
+
+    def on_chat_started(self, message: ChatStarted) -> None:
+        self.view.start(self.draft_name, message.server)
+        self.set_status(f"{message.where} · Enter sends, Ctrl+J newline, Esc stops")
 
     def on_worker_failed(self, message: WorkerFailed) -> None:
         if message.message is not None:
-            self.transcript.fail(message.error)
-            prompt = self.query_one(PromptInput)
-            if not prompt.text.strip():
-                prompt.text = message.message
+            self.view.fail(message.error, message.message)
         self.set_status(f"[b red]error:[/] {message.error}")
         self.notify(message.error, severity="error", timeout=15)
         if self.chat is not None:
-            self.ready_for_input()
+            self.view.take_input(True)
 
     # -- a turn -----------------------------------------------------------------------------
     @on(PromptInput.Submitted)
     def send(self, message: PromptInput.Submitted) -> None:
         if self.busy or self.chat is None:  # the message goes back in the box, not lost
-            self.query_one(PromptInput).text = message.text
-            self.notify(f"not ready yet ({self.status_text}): Enter sends it once it is"
+            self.view.prompt.text = message.text
+            self.notify(f"not ready yet ({self.view.status_text}): Enter sends it once it is"
                         if self.chat is None else "a reply is still being generated (Esc stops it)")
             return
         self.begin_reply(message.text)
-        self.run_turn(self.chat, message.text)
+        self.turns.reply(self.chat, message.text, self.settings.sampling.generation())
 
     def begin_reply(self, text: str) -> None:
         """Show (and, in a conversation, save) the user's message and open an empty reply."""
-        self.transcript.open_reply(text)
+        self.view.open_reply(text, self.turns.gate.on)
         if self.chat is not None:  # a replay is not a conversation
             self.chat.begin(text)
-        self.cancel = threading.Event()
-        self.gate.reset()
-        if self.gate.on:
-            self.query_one(StepPanel).focus()
-        self.query_one(PromptInput).cursor_blink = False  # a blink redraw costs generation time
-        self.set_status("generating… (Esc stops)")
-
-    @work(thread=True, exclusive=True, group="turn")
-    def run_turn(self, chat: ChatState, text: str) -> None:
-        generation = self.settings.sampling.generation()
-        cancel, gate = self.cancel, self.gate
-        try:
-            for batch in round_batches(chat.turn(text, generation, cancel)):
-                self.post_message(EventBatch(batch))
-                if isinstance(batch[-1], RoundEvent):
-                    gate.hold(cancel)  # the engine's clock excludes this pause
-        except SpecchatError as exc:
-            self.post_message(WorkerFailed(str(exc), text))
+        self.turns.begin()
 
     def start_replay(self, trace: Trace, speed: float) -> None:
         """Play a recorded turn at its recorded pace (times `speed`); no model is loaded."""
@@ -162,81 +162,42 @@ class ChatScreen(ModelLoading):
         self.set_status(f"replay ({speed:g}x) of a turn recorded with {meta.get('target', '?')} "
                         f"and draft {meta.get('draft', '?')}: no model loaded")
         self.begin_reply(trace.prompt)
-        self.play_trace(trace, speed)
-
-    @work(thread=True, exclusive=True, group="turn")
-    def play_trace(self, trace: Trace, speed: float) -> None:
-        """Hand the recorded rounds over when their time comes, like a live turn: step mode
-        holds each round for Space (the pause shifts the clock), Esc plays the rest at once."""
-        cancel, gate = self.cancel, self.gate
-        start = time.monotonic()
-        for batch in round_batches(trace.events):
-            last = batch[-1]
-            if isinstance(last, RoundEvent):
-                cancel.wait(max(0.0, start + last.t_s / speed - time.monotonic()))
-            self.post_message(EventBatch(batch))
-            if isinstance(last, RoundEvent):
-                start += gate.hold(cancel)
+        self.turns.replay(trace, speed)
 
     def on_event_batch(self, message: EventBatch) -> None:
-        """Draw a round's events (the transcript), save them (the conversation) and say what
-        happened (status line, step panel, stats panel at the turn's end)."""
-        self.transcript.take(message.events)
+        """Draw a round's events, save them (the conversation) and say what happened."""
+        self.view.draw(message.events, self.turns.gate.on, self.draft_name)
         for event in message.events:
             if self.chat is not None:
                 self.chat.record(event)
             if isinstance(event, ContextEvent):
                 self.set_status(f"{context_note(event)} (context policy: "
                                 f"{self.settings.sampling.context_policy})")
-            elif isinstance(event, RoundEvent) and self.gate.on:
-                self.query_one(StepPanel).update(
-                    describe_round(message.events, self.query_one(StatsPanel).baseline))
-                self.redraw()
             elif isinstance(event, TurnEvent):
-                self.finish_turn(event)
+                self.set_status(f"[b]{self.history.problem}[/]" if self.history.problem else
+                                f"{event.n_tokens} tokens · stop: {event.stop_reason}"
+                                + slower_why(event))
 
     def redraw(self) -> None:
-        if self.transcript.redraw() and self.busy:
-            self.query_one(StatsPanel).show(self.transcript.stats, self.draft_name)
-
-    def finish_turn(self, turn: TurnEvent) -> None:
-        side = self.query_one(StatsPanel)
-        if turn.baseline_tokens_per_second:
-            side.set_baseline(turn.baseline_tokens_per_second, turn.baseline_source)
-        side.show(self.transcript.stats, turn.draft, final=turn)
-        self.query_one(PromptInput).cursor_blink = True
-        status = f"{turn.n_tokens} tokens · stop: {turn.stop_reason}" + slower_why(turn)
-        if self.history.problem:
-            status = f"[b]{self.history.problem}[/]"
-        self.set_status(status)
+        self.view.redraw(self.draft_name if self.busy else None)
 
     # -- actions ----------------------------------------------------------------------------
     def action_stop(self) -> None:
         if self.busy:
-            self.cancel.set()
-            self.gate.step()
+            self.turns.stop()
             self.set_status("stopping after this round…")
 
     def action_step_mode(self) -> None:
         """Toggle step-through: each round waits for Space and is laid out in the step panel."""
-        stepping = not self.gate.on
-        self.gate.switch(stepping)
-        panel = self.query_one(StepPanel)
-        panel.display = stepping
-        if stepping:
-            panel.update(Content.from_markup(f"[b]step-through[/b]  {EXPLAIN}\n\nSend a message;"
-                                             " each round will wait for Space."))
-            if self.busy:
-                panel.focus()
-        else:
-            self.query_one(PromptInput).focus()
-        self.set_status("step-through on (F5 turns it off)" if stepping else "step-through off")
+        stepping = not self.turns.gate.on
+        self.turns.gate.switch(stepping)
+        self.view.switch_steps(stepping, self.busy)
 
     def action_next_round(self) -> None:
-        self.gate.step()
+        self.turns.gate.step()
 
     def action_run_on(self) -> None:
-        if self.gate.on:
+        if self.turns.gate.on:
             self.action_step_mode()
 
     def action_toggle_rejected(self) -> None:
@@ -254,47 +215,21 @@ class ChatScreen(ModelLoading):
     def action_race(self) -> None:
         """Race the prompt in the input box (or the last one sent): target-only against the
         current drafter, each generated alone, then played back side by side."""
-        if self.busy or self.chat is None:
-            self.notify("a race needs the models loaded and no reply running")
-            return
-        engine = self.local_engine("a race")
-        if engine is None:
+        if (engine := self.models.idle_engine("a race")) is None or self.chat is None:
             return
         users = [text for role, text in self.chat.session.conversation.messages if role == "user"]
-        text = self.query_one(PromptInput).text.strip() or (users[-1] if users else "")
+        text = self.view.prompt.text.strip() or (users[-1] if users else "")
         if not text:
             self.notify("type a prompt first: F6 races it")
             return
-        self.cancel = threading.Event()
-        self.run_race(engine, text)
-
-    @work(thread=True, exclusive=True, group="turn")
-    def run_race(self, engine: SpeculativeEngine, text: str) -> None:
-        def status(i: int, label: str) -> None:
-            self.post_message(StatusLine(f"race: {label}, alone ({i + 1}/2)… (Esc stops)"))
-
-        try:
-            lanes = self.host.race(engine, text, self.cancel, status)
-        except SpecchatError as exc:
-            self.post_message(WorkerFailed(str(exc)))
-            return
-        self.post_message(RaceReady(lanes))
-
-    def on_race_ready(self, message: RaceReady) -> None:
-        stopped = any(e.stop_reason == "cancelled" for lane in message.lanes
-                      for e in lane.events if isinstance(e, TurnEvent))
-        self.set_status("race stopped" if stopped else "race ready: both lanes recorded")
-        if not stopped:
-            self.app.push_screen(RaceScreen(message.lanes, self.launch.replay_speed))
+        self.turns.begin()
+        self.turns.race(self.host, engine, text)
 
     def action_costs(self) -> None:
         """Why speculation is faster or slower here: this machine's costs and this
         conversation's acceptance, plotted (WhyScreen)."""
-        if self.busy or self.chat is None:
-            self.notify("the costs screen times the models: load them and let the reply finish")
-            return
-        engine = self.local_engine("the costs screen (it times the models)")
-        if engine is None:
+        engine = self.models.idle_engine("the costs screen (it times the models)")
+        if engine is None or self.chat is None:
             return
         self.app.push_screen(WhyScreen(self.chat.acceptance(K_MAX), self.chat.measured_turns(),
                                        engine.draft_settings.k, engine.drafter.name, engine))
@@ -317,3 +252,7 @@ class ChatScreen(ModelLoading):
         stored, messages = self.chat.open(conversation_id)
         self.transcript.show_messages(messages)
         self.set_status(f"opened: {stored.title}")
+
+    def action_menu(self, role: str) -> None:
+        """The draft or target menu (Ctrl+D, Ctrl+T)."""
+        self.models.open_menu(role, self.view.status_text)

@@ -61,6 +61,16 @@ class RaceReady(Message):
 @dataclass
 class StatusLine(Message):
     text: str
+    input: bool | None = None
+    """Whether the input box takes keys now (None: as it was)."""
+
+
+@dataclass
+class ChatStarted(Message):
+    """The models (or a llama-server) are ready and the conversation is open."""
+
+    where: str
+    server: bool
 
 
 @dataclass

@@ -65,3 +65,10 @@ class StepPanel(Static, can_focus=True):
     DEFAULT_CSS = """
     StepPanel { height: auto; max-height: 50%; border: round $accent; padding: 0 1; display: none; }
     """
+
+    def switch(self, stepping: bool) -> None:
+        """Shown, saying what step-through does, or hidden."""
+        self.display = stepping
+        if stepping:
+            self.update(Content.from_markup(f"[b]step-through[/b]  {EXPLAIN}\n\nSend a message;"
+                                            " each round will wait for Space."))

@@ -107,7 +107,7 @@ def test_the_app_goes_on_when_another_process_holds_the_history(tiny, tmp_path):
             assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
             await say(app, pilot, "still here?")
             await say(app, pilot, "and now?")
-            status = app.chat_screen.status_text
+            status = app.chat_screen.view.status_text
             assert "history not saved" in status and "database is locked" in status
             assert len(app.chat_screen.chat.session.conversation.messages) == 4
             assert len(app.history.messages(app.chat_screen.chat.conversation_id)) == 4  # kept in memory

@@ -182,7 +182,7 @@ def test_the_app_on_a_server_streams_counted_verdicts_and_says_whose_numbers(spe
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
             screen = app.chat_screen
-            assert f"llama-server {spec_server.url}" in screen.status_text
+            assert f"llama-server {spec_server.url}" in screen.view.status_text
             assert "rejected draft (✗: count only)" in str(screen.query_one(Legend).render())
             await say(app, pilot, "hello there")
             turn = screen.transcript.last_turn

@@ -97,7 +97,7 @@ def test_swapping_the_draft_keeps_the_conversation_and_greedy_output(tiny, tmp_p
             await ready(app, pilot)
             await say(app, pilot, "first question")
             if swap_to:
-                app.chat_screen.swap_draft(swap_to)
+                app.chat_screen.models.swap_draft(swap_to)
                 await until(pilot, lambda: app.chat_screen.chat.session.engine.drafter.name == "tiny-draft")
             await say(app, pilot, "second question")
             replies[key] = [m for m in app.chat_screen.chat.session.conversation.messages]
@@ -229,8 +229,8 @@ def test_changing_the_target_keeps_the_chat_and_drops_a_draft_that_no_longer_fit
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
             await say(app, pilot, "before")
-            app.chat_screen.swap_target(str(tiny.other_vocab))
-            await until(pilot, lambda: app.chat_screen.target_path() == tiny.other_vocab)
+            app.chat_screen.models.swap_target(str(tiny.other_vocab))
+            await until(pilot, lambda: app.chat_screen.models.target_path() == tiny.other_vocab)
             await until(pilot, lambda: not app.chat_screen.query_one(PromptInput).disabled)
             await pilot.pause()  # Textual moves the focus after the handler that asked for it
             assert app.chat_screen.query_one(PromptInput).has_focus  # typing goes to the input again
@@ -423,11 +423,15 @@ def test_a_pasted_message_with_newlines_is_inserted_not_sent(tiny, tmp_path):
 
 def test_no_worker_thread_assigns_screen_state_or_queries_a_widget(tiny, tmp_path, monkeypatch):
     """Load, a turn, a draft swap, a target swap and a race, with every attribute assignment on
-    the app, the chat screen and its transcript and every widget query checked for the thread it runs on."""
+    the app, the chat screen, its parts and its transcript and every widget query checked for
+    the thread it runs on."""
     from textual.dom import DOMNode
 
     from specchat.ui.chat_screen import ChatScreen
+    from specchat.ui.chat_view import ChatView
+    from specchat.ui.model_loading import ModelLoader
     from specchat.ui.transcript import Transcript
+    from specchat.ui.turn_runner import TurnRunner
 
     main = threading.main_thread()
     offenders: list[str] = []
@@ -441,8 +445,8 @@ def test_no_worker_thread_assigns_screen_state_or_queries_a_widget(tiny, tmp_pat
             return original(self, *args, **kwargs)
         monkeypatch.setattr(cls, name, checked)
 
-    guard(ChatScreen, "__setattr__")
-    guard(Transcript, "__setattr__")
+    for part in (ChatScreen, ChatView, ModelLoader, TurnRunner, Transcript):
+        guard(part, "__setattr__")
     guard(SpecchatApp, "__setattr__")
     guard(DOMNode, "query_one")
     guard(DOMNode, "query")
@@ -452,9 +456,9 @@ def test_no_worker_thread_assigns_screen_state_or_queries_a_widget(tiny, tmp_pat
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
             await say(app, pilot, "one")
-            app.chat_screen.swap_draft("ngram")
+            app.chat_screen.models.swap_draft("ngram")
             await until(pilot, lambda: app.chat_screen.chat.session.engine.drafter.name.startswith("ngram"))
-            app.chat_screen.swap_target(str(tiny.target))
+            app.chat_screen.models.swap_target(str(tiny.target))
             await until(pilot, lambda: not app.chat_screen.busy
                         and not app.chat_screen.query_one(PromptInput).disabled)
             await say(app, pilot, "two")

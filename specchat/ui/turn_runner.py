@@ -1,0 +1,97 @@
+"""The chat screen's turn part: the thread workers that generate a reply, play a recorded turn
+back at its pace, or race target-only against the drafter, and the cancel flag and step gate
+they obey. What they make reaches the screen as messages (EventBatch, StatusLine, WorkerFailed)
+that bubble up to it; this part never touches the screen's widgets. A finished race opens the
+race screen."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from textual import work
+from textual.widget import Widget
+
+from specchat.chat.state import ChatState
+from specchat.engine.events import RoundEvent, TurnEvent
+from specchat.engine.loop import GenerationSettings, SpeculativeEngine
+from specchat.errors import SpecchatError
+from specchat.host import ModelHost
+from specchat.trace import Trace
+from specchat.ui.messages import EventBatch, RaceReady, StatusLine, WorkerFailed
+from specchat.ui.pacing import StepGate, round_batches
+from specchat.ui.race_screen import RaceScreen
+
+
+class TurnRunner(Widget):
+    """One turn at a time; Esc (`stop`) ends it after the round in flight."""
+
+    DEFAULT_CSS = "TurnRunner { display: none; }"
+
+    def __init__(self, replay_speed: float) -> None:
+        super().__init__()
+        self.replay_speed = replay_speed
+        """How fast a race plays back (--speed)."""
+        self.cancel = threading.Event()
+        self.gate = StepGate()
+
+    @property
+    def busy(self) -> bool:
+        return any(w.node is self and w.group == "turn" and not w.is_finished
+                   for w in self.app.workers)
+
+    def begin(self) -> None:
+        """A new turn: not cancelled, and in step mode waiting for the first Space."""
+        self.cancel = threading.Event()
+        self.gate.reset()
+
+    def stop(self) -> None:
+        self.cancel.set()
+        self.gate.step()
+
+    @work(thread=True, exclusive=True, group="turn")
+    def reply(self, chat: ChatState, text: str, generation: GenerationSettings) -> None:
+        cancel, gate = self.cancel, self.gate
+        try:
+            for batch in round_batches(chat.turn(text, generation, cancel)):
+                self.post_message(EventBatch(batch))
+                if isinstance(batch[-1], RoundEvent):
+                    gate.hold(cancel)  # the engine's clock excludes this pause
+        except SpecchatError as exc:
+            self.post_message(WorkerFailed(str(exc), text))
+
+    @work(thread=True, exclusive=True, group="turn")
+    def replay(self, trace: Trace, speed: float) -> None:
+        """Hand the recorded rounds over when their time comes, like a live turn: step mode
+        holds each round for Space (the pause shifts the clock), Esc plays the rest at once."""
+        cancel, gate = self.cancel, self.gate
+        start = time.monotonic()
+        for batch in round_batches(trace.events):
+            last = batch[-1]
+            if isinstance(last, RoundEvent):
+                cancel.wait(max(0.0, start + last.t_s / speed - time.monotonic()))
+            self.post_message(EventBatch(batch))
+            if isinstance(last, RoundEvent):
+                start += gate.hold(cancel)
+
+    @work(thread=True, exclusive=True, group="turn")
+    def race(self, host: ModelHost, engine: SpeculativeEngine, text: str) -> None:
+        """Target-only against the current drafter on `text`, each generated alone."""
+        def status(i: int, label: str) -> None:
+            self.post_message(StatusLine(f"race: {label}, alone ({i + 1}/2)… (Esc stops)"))
+
+        try:
+            lanes = host.race(engine, text, self.cancel, status)
+        except SpecchatError as exc:
+            self.post_message(WorkerFailed(str(exc)))
+            return
+        self.post_message(RaceReady(lanes))
+
+    def on_race_ready(self, message: RaceReady) -> None:
+        message.stop()
+        stopped = any(e.stop_reason == "cancelled" for lane in message.lanes
+                      for e in lane.events if isinstance(e, TurnEvent))
+        self.post_message(StatusLine("race stopped" if stopped else
+                                     "race ready: both lanes recorded"))
+        if not stopped:
+            self.app.push_screen(RaceScreen(message.lanes, self.replay_speed))

@@ -17,9 +17,9 @@ import json
 from benchmarks import arguments
 from specchat.bench.runner import load_prompts
 from specchat.chat.session import ChatSession
+from specchat.costs import conditional_rates
 from specchat.engine.events import RoundEvent
 from specchat.loading import build_engine
-from specchat.machine import conditional_rates
 
 
 def main() -> int:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.random_models import QWEN_05B, QWEN_7B, SMALL_DRAFT, SMALL_TARGET, Shape
-from specchat import machine as costs
+from specchat import timing
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import ModelDrafter, NoDrafter
 from specchat.engine.events import RoundEvent
@@ -48,7 +48,7 @@ ACCEPT_CPU = [0.824, 0.812, 0.820, 0.857, 0.895, 0.925, 0.919, 0.947]
 """Conditional acceptance at draft positions 1..8 of the default pair (Qwen2.5-Coder 1.5B
 target, 0.5B draft, Q4_K_M), greedy, over the bench suite, on a 2-core CPU:
 `python -m benchmarks.acceptance --k 8` (docs/gpu.md). Replace with --accept."""
-SIZES = costs.SIZES
+SIZES = timing.SIZES
 KS = (1, 2, 3, 4, 5, 6, 8)
 GREEDY = SamplingParams()
 
@@ -90,14 +90,14 @@ def verify_curve(target: Backend, prompt: list[int], repeats: int) -> list[dict[
     """Milliseconds for the target to evaluate n tokens after the prompt, a row for each."""
     target.truncate(0)
     target.eval(prompt, len(prompt) - 1)
-    ms = costs.verify_ms(target, repeats, SIZES)
+    ms = timing.verify_ms(target, repeats, SIZES)
     return [{"n": n, "ms": round(m, 3), "ratio": round(m / ms[0], 3)} for n, m in zip(SIZES, ms)]
 
 
 def draft_pass_ms(draft: Backend, prompt: list[int], repeats: int) -> float:
     draft.truncate(0)
     draft.eval(prompt, len(prompt) - 1)
-    return costs.draft_pass_ms(draft, repeats)
+    return timing.draft_pass_ms(draft, repeats)
 
 
 def engine_costs(target: Backend, draft: Backend, prompt: list[int], tokens: int,

@@ -38,7 +38,7 @@ def _session(settings: Settings) -> tuple[Session, str]:
     """The conversation's session, local or on a llama-server (--server), and where its
     replies come from in one line."""
     from specchat.chat.session import ChatSession, Conversation
-    from specchat.render import placement
+    from specchat.wording import placement
 
     conversation = Conversation(system=settings.sampling.system)
     policy = settings.sampling.context_policy
@@ -86,7 +86,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from specchat.chat.history import HistoryStore
     from specchat.chat.state import ChatState
     from specchat.chat.worker import in_worker
-    from specchat.render import LEGEND, TerminalRenderer
+    from specchat.render import TerminalRenderer
+    from specchat.wording import LEGEND
 
     out, err = Console(highlight=False), Console(stderr=True)
     settings = _settings(args)
@@ -191,7 +192,7 @@ def cmd_rpc_server(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """The app in web browsers: each tab runs `specchat APP ARGS` (the arguments after --)."""
-    from specchat.web.room import serve
+    from specchat.web.tab_server import serve
 
     app_args = args.app_args[1:] if args.app_args[:1] == ["--"] else args.app_args
     serve(app_args, args.host, args.port, args.expose, args.max_sessions)

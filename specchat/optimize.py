@@ -33,7 +33,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from specchat import machine
+from specchat import timing
 from specchat.bench.runner import Prompt, load_prompts
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, models_dir, resolve_model
@@ -92,12 +92,12 @@ def _load(path: Path, options: ModelOptions) -> Backend:
 
 def layout_cost(model: Backend) -> dict[str, Any]:
     """A step in ms and the verify batch of each size in steps, at the depth of a short chat
-    prompt, timed interleaved (machine.verify_times)."""
+    prompt, timed interleaved (timing.verify_times)."""
     ids = model.tokenize(model.render_chat([("user", COST_PROMPT)]))
     model.truncate(0)
     model.eval(ids, len(ids) - 1)
     ms = [statistics.median(t) for t in
-          machine.verify_times(model, machine.COST_REPEATS, VERIFY_SIZES)]
+          timing.verify_times(model, timing.COST_REPEATS, VERIFY_SIZES)]
     model.truncate(0)
     return {"step_ms": round(ms[0], 2), "verify_steps": [round(v / ms[0], 3) for v in ms]}
 

@@ -1,6 +1,6 @@
 """`specchat tune`: what pays on this machine, measured, and the setting to use.
 
-It times the target verifying 1..16 tokens and each draft model's pass (specchat.machine), then
+It times the target verifying 1..16 tokens and each draft model's pass (specchat.timing), then
 runs a short calibration: one prompt per category of the suite (or the user's prompts),
 target-only and each drafter at each k and with the adaptive policy, back to back from empty
 caches. For every arm it sets the predicted speedup (fixed k: the expected accepted length at
@@ -27,18 +27,18 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from specchat import cpu, machine
+from specchat import costs, cpu, timing
 from specchat.bench.runner import Prompt, fresh, load_prompts
 from specchat.config import Config
+from specchat.costs import conditional_rates
 from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.events import RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import paired_speedup_interval
 from specchat.errors import SpecchatError
-from specchat.machine import conditional_rates
-from specchat.render import speedup_text
 from specchat.settings import Settings
+from specchat.wording import speedup_text
 
 KS = (1, 2, 3, 4, 6)
 K_MAX = 8
@@ -113,7 +113,7 @@ def calibration_prompts(path: Path | None) -> list[Prompt]:
 def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], tokens: int,
          progress: Progress | None = None) -> dict[str, Any]:
     """Measure and recommend; the result is what `--json` prints."""
-    from specchat.host import ModelHost
+    from specchat.keeper import ModelKeeper
     from specchat.loading import (
         load_drafter,
         load_target,
@@ -136,9 +136,9 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
 
     ids = [target.tokenize(target.render_chat([("user", p.text)])) for p in prompts]
     cpu_start = cpu.sample()
-    ModelHost.warm_up(engines["none"])
+    ModelKeeper.warm_up(engines["none"])
     target.eval(ids[0], len(ids[0]) - 1)
-    times = machine.verify_times(target, repeats=machine.COST_REPEATS)
+    times = timing.verify_times(target, repeats=timing.COST_REPEATS)
     verify = [statistics.median(t) for t in times]
     shape = tuple(v / verify[0] for v in verify)
     ks = draft_lengths(shape)
@@ -148,7 +148,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         plan.append((d, Arm(d, K_MAX, "adaptive"), DraftSettings(k=K_MAX, adaptive=True)))
     if progress is not None and task is not None:
         progress.update(task, total=len(prompts) * (len(plan) + 1) + 1)
-    draft_ms = {d: machine.draft_pass_after(drafter.model, target.tokens, 6) if drafter.model
+    draft_ms = {d: timing.draft_pass_after(drafter.model, target.tokens, 6) if drafter.model
                 else 0.0 for d, drafter in drafters.items()}
     step("calibrating")
     turns: dict[str, list[TurnEvent]] = {"none": []}
@@ -188,8 +188,8 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
             [(max(0, t.n_tokens - 1), t.decode_s) for t in mine],
             [(max(0, t.n_tokens - 1), t.decode_s) for t in turns["none"]])
         if arm.policy == "fixed":
-            arm.predicted_speedup = machine.speedup(
-                machine.Costs(tuple(verify), in_turn[d]), accept, arm.k)
+            arm.predicted_speedup = costs.speedup(
+                costs.Costs(tuple(verify), in_turn[d]), accept, arm.k)
         else:
             predicted = [t.predicted_tokens_per_second for t in mine if t.predicted_tokens_per_second]
             arm.predicted_speedup = statistics.median(predicted) / base if predicted and base else None
@@ -212,8 +212,8 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
                     "draft": next((getattr(d.model, "n_threads", None) for d in drafters.values()
                                    if d.model), None)},
         "verify_cost": [{"n": n, "ms": round(ms, 3), "ratio": round(ms / verify[0], 3),
-                         "spread_ratio": round(machine.spread(t) / verify[0], 3)}
-                        for n, ms, t in zip(machine.SIZES, verify, times)],
+                         "spread_ratio": round(timing.spread(t) / verify[0], 3)}
+                        for n, ms, t in zip(timing.SIZES, verify, times)],
         "draft_ms": draft_ms, "draft_ms_in_turn": in_turn, "drafters": [asdict(a) for a in arms],
         "others_cpu": others,
         "recommended": None if busy else recommended,
@@ -259,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
         spread = {row["n"]: row["spread_ratio"] for row in result["verify_cost"]}
         console.print("verifying 2, 4, 8 tokens costs " + ", ".join(
             f"{v[n]:.2f} (±{spread[n] / 2:.2f})" for n in (2, 4, 8)) + " target steps here (the "
-            f"middle half of {machine.COST_REPEATS} interleaved timings each).")
+            f"middle half of {timing.COST_REPEATS} interleaved timings each).")
         threads = result["threads"]
         console.print(f"threads: target {threads['target'] or '–'}, draft "
                       f"{threads['draft'] or '–'} (--threads, --draft-threads; "

@@ -21,7 +21,7 @@ from typing import Any
 from specchat.bench.runner import SERVER, Run
 from specchat.engine.stats import paired_speedup_interval
 from specchat.numbers import fmt, mean, percentile
-from specchat.render import speedup_text
+from specchat.wording import speedup_text
 
 ALL = "all"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from specchat.engine.types import Room
+from specchat.engine.types import FittedPrompt
 from specchat.errors import ContextOverflowError
 
 POLICIES = ("rolling", "truncate-middle", "stop")
@@ -42,14 +42,14 @@ def drop_order(policy: str, n_turns: int) -> list[int]:
 
 
 def reserve(n_ctx: int, tokens_left: int) -> int:
-    """Room kept free for the reply when turns are left out: what is left of `max_tokens`, at
+    """FittedPrompt kept free for the reply when turns are left out: what is left of `max_tokens`, at
     most a quarter of the context (a long reply shifts again rather than dropping everything)."""
     return max(1, min(tokens_left, n_ctx // 4))
 
 
 def fit(render: Render, system: str | None, history: Sequence[Message], user: str, *,
         n_ctx: int, policy: str, tokens_left: int, reply: Sequence[int] = (),
-        at_least: int = 0) -> Room | None:
+        at_least: int = 0) -> FittedPrompt | None:
     """The prompt with the fewest turns left out (at least `at_least`) that leaves `reserve`
     tokens free after `reply` (`stop`: one token, nothing left out); failing that, the one with
     the most left out that still leaves a token free. None when nothing the policy may leave
@@ -58,26 +58,26 @@ def fit(render: Render, system: str | None, history: Sequence[Message], user: st
     order = drop_order(policy, len(turns))
     head = [("system", system)] if system else []
     free = 1 if policy == "stop" else reserve(n_ctx, tokens_left)
-    last: Room | None = None
+    last: FittedPrompt | None = None
     for n in range(at_least, len(order) + 1):
         out = set(order[:n])
         kept = [m for i, turn in enumerate(turns) if i not in out for m in turn]
         ids = render(head + kept + [("user", user)])
         used = len(ids) + len(reply)
         if used + free <= n_ctx:
-            return Room(ids, n)
+            return FittedPrompt(ids, n)
         if used < n_ctx:
-            last = Room(ids, n)
+            last = FittedPrompt(ids, n)
     return last
 
 
 def first_prompt(render: Render, system: str | None, history: Sequence[Message], user: str, *,
-                 n_ctx: int, policy: str, max_tokens: int) -> Room:
+                 n_ctx: int, policy: str, max_tokens: int) -> FittedPrompt:
     """The prompt a turn starts from; raises ContextOverflowError, saying what to do, when even
     the policy's shortest prompt leaves no room for a reply."""
-    room = fit(render, system, history, user, n_ctx=n_ctx, policy=policy, tokens_left=max_tokens)
-    if room is not None:
-        return room
+    fitted = fit(render, system, history, user, n_ctx=n_ctx, policy=policy, tokens_left=max_tokens)
+    if fitted is not None:
+        return fitted
     head = [("system", system)] if system else []
     alone = len(render(head + [("user", user)]))
     if alone >= n_ctx:

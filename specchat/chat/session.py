@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from specchat.chat import context
 from specchat.engine.events import ContextEvent, Event, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
-from specchat.engine.types import Room
+from specchat.engine.types import FittedPrompt
 
 
 @dataclass
@@ -41,7 +41,7 @@ class ChatSession:
         target = self.engine.target
         return target.tokenize(target.render_chat(messages))
 
-    def prompt(self, user_text: str, max_tokens: int) -> Room:
+    def prompt(self, user_text: str, max_tokens: int) -> FittedPrompt:
         """The prompt for a reply to `user_text` and how many turns it leaves out."""
         conv = self.conversation
         return context.first_prompt(self.render, conv.system, conv.messages, user_text,
@@ -58,13 +58,13 @@ class ChatSession:
         the conversation together when the turn ends, so a failed turn leaves no half entry.
         A ContextEvent comes first when turns are left out of the prompt."""
         settings = settings or GenerationSettings()
-        room = self.prompt(user_text, settings.max_tokens)
-        if room.left_out:
-            yield ContextEvent(room.left_out, len(room.prompt_ids))
-        left_out = room.left_out
+        fitted = self.prompt(user_text, settings.max_tokens)
+        if fitted.left_out:
+            yield ContextEvent(fitted.left_out, len(fitted.prompt_ids))
+        left_out = fitted.left_out
         conv = self.conversation
 
-        def make_room(reply: Sequence[int]) -> Room | None:
+        def fit_prompt(reply: Sequence[int]) -> FittedPrompt | None:
             nonlocal left_out
             fitted = context.fit(self.render, conv.system, conv.messages, user_text,
                                  n_ctx=self.engine.target.n_ctx, policy=self.context_policy,
@@ -74,7 +74,7 @@ class ChatSession:
                 left_out = fitted.left_out
             return fitted
 
-        for event in self.engine.generate(room.prompt_ids, settings, cancel, make_room):
+        for event in self.engine.generate(fitted.prompt_ids, settings, cancel, fit_prompt):
             if isinstance(event, TurnEvent):
                 self.conversation.messages += [("user", user_text), ("assistant", event.text)]
             yield event

@@ -14,9 +14,9 @@ from typing import Protocol
 
 from specchat.chat.history import HistoryStore, ReplyRecorder, StoredConversation, StoredMessage
 from specchat.chat.session import ChatSession, Conversation
+from specchat.costs import MeasuredTurn, conditional_rates
 from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
-from specchat.machine import MeasuredTurn, conditional_rates
 
 
 class Session(Protocol):

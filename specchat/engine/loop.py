@@ -24,13 +24,13 @@ from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, 
 from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, Policy
 from specchat.engine.sampling import SamplingParams, row_summary
 from specchat.engine.stats import TurnStats
-from specchat.engine.types import Draft, MachineWatch, Room
+from specchat.engine.types import Draft, FittedPrompt, MachineWatch
 from specchat.engine.verify import verify_greedy, verify_sampling
 from specchat.errors import ContextOverflowError
 
 _MAX_CHAR_COMPLETION = 4  # extra tokens allowed so a reply never ends inside a UTF-8 character
 
-MakeRoom = Callable[[Sequence[int]], Room | None]
+FitPrompt = Callable[[Sequence[int]], FittedPrompt | None]
 """Asked with the reply's ids so far when the reply reaches the end of the context: a shorter
 prompt to go on from, or None to stop there (`context_full`)."""
 
@@ -161,11 +161,11 @@ class SpeculativeEngine:
         prompt_ids: Sequence[int],
         settings: GenerationSettings | None = None,
         cancel: threading.Event | None = None,
-        make_room: MakeRoom | None = None,
+        fit_prompt: FitPrompt | None = None,
     ) -> Iterator[Event]:
         """Yield the events of one reply to `prompt_ids`: token verdicts and a round summary per
         round, then one turn summary. Checks `cancel` between rounds. When the reply reaches
-        the end of the context, `make_room` may give a shorter prompt: the target evaluates it
+        the end of the context, `fit_prompt` may give a shorter prompt: the target evaluates it
         and the reply so far again (timed, a ContextEvent says so) and the reply goes on."""
         settings = settings or GenerationSettings()
         if len(prompt_ids) >= self.target.n_ctx:
@@ -193,9 +193,9 @@ class SpeculativeEngine:
             if cancel is not None and cancel.is_set():
                 reply.stop_reason = "cancelled"
                 break
-            room = self.target.n_ctx - len(committed)  # draft tokens that still fit
-            if room < 0:  # the last committed token cannot be evaluated any more
-                refilled = self._shift_context(reply, make_room, clock)
+            free = self.target.n_ctx - len(committed)  # draft tokens that still fit
+            if free < 0:  # the last committed token cannot be evaluated any more
+                refilled = self._shift_context(reply, fit_prompt, clock)
                 if refilled is None:
                     reply.stop_reason = "context_full"
                     break
@@ -207,7 +207,7 @@ class SpeculativeEngine:
                 continue
             cap = 0
             if round_no > 0:  # the first token of a turn is the target's alone
-                cap = max(0, min(room, settings.max_tokens - len(reply.ids) - 1))
+                cap = max(0, min(free, settings.max_tokens - len(reply.ids) - 1))
             events, summary = self._draft_and_verify(round_no, committed, reply, cap, clock,
                                                      t_start)
             stats.add_round(summary)
@@ -233,11 +233,11 @@ class SpeculativeEngine:
             baseline_steps_s=steps, threads=threads,
         )
 
-    def _shift_context(self, reply: _Reply, make_room: MakeRoom | None,
+    def _shift_context(self, reply: _Reply, fit_prompt: FitPrompt | None,
                        clock: Callable[[], float]) -> tuple[list[int], ContextEvent] | None:
         """Mid-reply at the end of the context: the shorter prompt the caller makes room with
         and the reply so far, evaluated again (timed); None where the caller makes none."""
-        fitted = make_room(reply.ids) if make_room else None
+        fitted = fit_prompt(reply.ids) if fit_prompt else None
         if fitted is None:
             return None
         committed = fitted.prompt_ids + reply.ids

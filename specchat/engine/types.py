@@ -1,5 +1,5 @@
 """The small value types the engine's parts hand each other: a drafter's `Draft`, the round's
-`Plan` a drafter asks how far to draft, the `RowSummary` of one logits row, the `Room` a
+`Plan` a drafter asks how far to draft, the `RowSummary` of one logits row, the `FittedPrompt` a
 caller makes when a reply reaches the end of the context, and the `MachineWatch` a caller
 measures the machine with around a turn.
 
@@ -15,7 +15,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 
-class Room(NamedTuple):
+class FittedPrompt(NamedTuple):
     """A shorter prompt for a reply that reached the end of the context: the caller's answer
     when the engine asks it to make room (chat/context.py decides what is left out)."""
 

@@ -17,7 +17,7 @@ from specchat.chat.session import Conversation
 from specchat.engine.events import ContextEvent, Event, TurnEvent
 from specchat.engine.loop import GenerationSettings
 from specchat.engine.sampling import SamplingParams
-from specchat.engine.types import Room
+from specchat.engine.types import FittedPrompt
 from specchat.server.client import ServerClient, ServerError, ServerModels
 from specchat.server.verdicts import ServerReply
 
@@ -68,7 +68,7 @@ class ServerSession:
     def render(self, messages: Sequence[tuple[str, str]]) -> list[int]:
         return self.client.tokenize(self.client.render_chat(list(messages)))
 
-    def prompt(self, user_text: str, max_tokens: int) -> Room:
+    def prompt(self, user_text: str, max_tokens: int) -> FittedPrompt:
         conv = self.conversation
         return context.first_prompt(self.render, conv.system, conv.messages, user_text,
                                     n_ctx=self.models.n_ctx or DEFAULT_CTX,
@@ -91,10 +91,10 @@ class ServerSession:
         """One reply from the server; the user message and the reply (a stopped one too) join
         the conversation when it ends, as in a local session."""
         settings = settings or GenerationSettings()
-        room = self.prompt(user_text, settings.max_tokens)
-        if room.left_out:
-            yield ContextEvent(room.left_out, len(room.prompt_ids))
-        for event in self.generate(room.prompt_ids, settings, cancel):
+        fitted = self.prompt(user_text, settings.max_tokens)
+        if fitted.left_out:
+            yield ContextEvent(fitted.left_out, len(fitted.prompt_ids))
+        for event in self.generate(fitted.prompt_ids, settings, cancel):
             if isinstance(event, TurnEvent):
                 self.conversation.messages += [("user", user_text), ("assistant", event.text)]
             yield event

@@ -1,7 +1,7 @@
 """The Textual app: the shell around the chat screen.
 
 It keeps what outlives a screen: themes, the config file, the history store, the settings and
-the `ModelHost` that loads models, and the screen stack. The chat itself (transcript, stats,
+the `ModelKeeper` that loads models, and the screen stack. The chat itself (transcript, stats,
 step panel, the turn's workers) lives in `ChatScreen`, which is handed what it needs.
 """
 
@@ -15,17 +15,17 @@ from textual.theme import Theme
 
 from specchat.chat.history import HistoryStore
 from specchat.config import Config
-from specchat.host import ModelHost
+from specchat.keeper import ModelKeeper
 from specchat.settings import Settings
 from specchat.ui.chat_screen import ChatScreen
+from specchat.ui.costs_screen import CostsScreen
 from specchat.ui.launch import Launch
 from specchat.ui.race_screen import RaceScreen
 from specchat.ui.settings_screen import FormValues, SettingsScreen
 from specchat.ui.slides import DEFAULT_DIR, write_slide
 from specchat.ui.theming import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_themes
-from specchat.ui.why_screen import WhyScreen
 
-SCREENSHOT_NAMES = {WhyScreen: "costs", RaceScreen: "race"}
+SCREENSHOT_NAMES = {CostsScreen: "costs", RaceScreen: "race"}
 """What a screenshot of these screens is called after the conversation and turn."""
 
 
@@ -40,8 +40,8 @@ class SpecchatApp(App):
         self.settings = settings or Settings()
         self.config = config or Config.load()
         self.history = history or HistoryStore()
-        self.host = ModelHost(self.settings)
-        self.chat_screen = ChatScreen(self.settings, self.host, self.history, launch)
+        self.keeper = ModelKeeper(self.settings)
+        self.chat_screen = ChatScreen(self.settings, self.keeper, self.history, launch)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(DEFAULT_TOKEN_COLOURS)

@@ -19,11 +19,11 @@ from textual.widgets import Footer, Header
 from specchat.chat.history import HistoryStore
 from specchat.chat.state import ChatState
 from specchat.engine.events import ContextEvent, TurnEvent
-from specchat.host import ModelHost
-from specchat.render import context_note, slower_why
+from specchat.keeper import ModelKeeper
 from specchat.settings import Settings
 from specchat.trace import Lane, Trace, lane_label
 from specchat.ui.chat_view import ChatView
+from specchat.ui.costs_screen import K_MAX, CostsScreen
 from specchat.ui.history_screen import HistoryScreen
 from specchat.ui.launch import Launch
 from specchat.ui.messages import ChatStarted, EventBatch, StatusLine, WorkerFailed
@@ -33,8 +33,8 @@ from specchat.ui.race_screen import RaceScreen
 from specchat.ui.slides import TurnSlide
 from specchat.ui.transcript import Transcript
 from specchat.ui.turn_runner import TurnRunner
-from specchat.ui.why_screen import K_MAX, WhyScreen
 from specchat.ui.widgets import PromptInput
+from specchat.wording import context_note, slower_why
 
 REDRAW_S = 0.25
 
@@ -51,16 +51,16 @@ class ChatScreen(Screen):
         Binding("ctrl+s", "app.settings", "Settings", priority=True),
         Binding("f5", "step_mode", "Step mode", priority=True),
         Binding("f6", "race", "Race", priority=True),
-        Binding("f7", "costs", "Why (costs)", priority=True),
+        Binding("f7", "costs", "Costs (why)", priority=True),
     ]
 
-    def __init__(self, settings: Settings, host: ModelHost, history: HistoryStore,
+    def __init__(self, settings: Settings, keeper: ModelKeeper, history: HistoryStore,
                  launch: Launch | None = None) -> None:
         super().__init__()
-        self.settings, self.host, self.history = settings, host, history
+        self.settings, self.keeper, self.history = settings, keeper, history
         self.launch = launch or Launch()
         self.turns = TurnRunner(self.launch.replay_speed)
-        self.models = ModelLoader(settings, host, history, self.launch.warm_up,
+        self.models = ModelLoader(settings, keeper, history, self.launch.warm_up,
                                   lambda: self.turns.busy)
         self.view = ChatView()
         self.show_rejected = True
@@ -223,15 +223,15 @@ class ChatScreen(Screen):
             self.notify("type a prompt first: F6 races it")
             return
         self.turns.begin()
-        self.turns.race(self.host, engine, text)
+        self.turns.race(self.keeper, engine, text)
 
     def action_costs(self) -> None:
         """Why speculation is faster or slower here: this machine's costs and this
-        conversation's acceptance, plotted (WhyScreen)."""
+        conversation's acceptance, plotted (CostsScreen)."""
         engine = self.models.idle_engine("the costs screen (it times the models)")
         if engine is None or self.chat is None:
             return
-        self.app.push_screen(WhyScreen(self.chat.acceptance(K_MAX), self.chat.measured_turns(),
+        self.app.push_screen(CostsScreen(self.chat.acceptance(K_MAX), self.chat.measured_turns(),
                                        engine.draft_settings.k, engine.drafter.name, engine))
 
     def action_new_chat(self) -> None:

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from specchat.costs import Costs
 from specchat.engine.drafters import Drafter
 from specchat.engine.events import Event
 from specchat.engine.loop import SpeculativeEngine
-from specchat.machine import Costs
 from specchat.server.session import ServerSession
 from specchat.trace import Lane
 

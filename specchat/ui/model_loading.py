@@ -22,8 +22,7 @@ from specchat.chat.session import ChatSession, Conversation
 from specchat.chat.state import ChatState, Session
 from specchat.engine.loop import SpeculativeEngine
 from specchat.errors import ModelNotInstalledError, SpecchatError
-from specchat.host import ModelHost
-from specchat.render import placement
+from specchat.keeper import ModelKeeper
 from specchat.server.session import ServerSession
 from specchat.settings import Settings
 from specchat.ui.fetch_screen import FetchScreen
@@ -38,6 +37,7 @@ from specchat.ui.messages import (
     WorkerFailed,
 )
 from specchat.ui.model_menu import ModelMenu, draft_choices, target_choices
+from specchat.wording import placement
 
 
 class ModelLoader(Widget):
@@ -45,10 +45,10 @@ class ModelLoader(Widget):
 
     DEFAULT_CSS = "ModelLoader { display: none; }"
 
-    def __init__(self, settings: Settings, host: ModelHost, history: HistoryStore,
+    def __init__(self, settings: Settings, keeper: ModelKeeper, history: HistoryStore,
                  warm_up: bool, replying: Callable[[], bool]) -> None:
         super().__init__()
-        self.settings, self.host, self.history, self.warm_up = settings, host, history, warm_up
+        self.settings, self.keeper, self.history, self.warm_up = settings, keeper, history, warm_up
         self.replying = replying
         """Whether a turn runs now: no model is swapped under it."""
         self.chat: ChatState | None = None
@@ -91,9 +91,9 @@ class ModelLoader(Widget):
             return
         worker = get_current_worker()
         try:
-            engine = self.host.load()
+            engine = self.keeper.load()
             if self.warm_up:
-                self.host.warm_up(engine)
+                self.keeper.warm_up(engine)
         except ModelNotInstalledError as exc:
             self.app.call_from_thread(self.app.push_screen, FetchScreen(str(exc)), self._fetched)
             return
@@ -163,7 +163,7 @@ class ModelLoader(Widget):
         if self.chat is None:
             return
         if self.chat.engine is not None:
-            self.host.configure(self.chat.engine)
+            self.keeper.configure(self.chat.engine)
         elif isinstance(self.chat.session, ServerSession):
             self.chat.session.sampling = self.settings.sampling.params()
         self.chat.session.context_policy = self.settings.sampling.context_policy
@@ -202,7 +202,7 @@ class ModelLoader(Widget):
     @work(thread=True, exclusive=True, group="models")
     def _load_draft(self, engine: SpeculativeEngine, choice: str) -> None:
         try:
-            drafter = self.host.load_drafter(engine, choice)
+            drafter = self.keeper.load_drafter(engine, choice)
         except SpecchatError as exc:
             self.post_message(WorkerFailed(str(exc)))
             return
@@ -230,7 +230,7 @@ class ModelLoader(Widget):
         """A new target keeps the conversation (it is re-evaluated on the next turn); a draft
         model that cannot draft for it falls back to none, and the user is told why."""
         try:
-            fresh, note = self.host.load_target(engine, choice)
+            fresh, note = self.keeper.load_target(engine, choice)
         except SpecchatError as exc:
             self.post_message(WorkerFailed(str(exc)))
             return

@@ -16,9 +16,9 @@ from textual.widgets import Static
 from specchat.chat.history import StoredMessage
 from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.stats import TurnStats
-from specchat.render import context_note
 from specchat.ui.slides import TurnSlide, file_name
 from specchat.ui.widgets import LiveReply
+from specchat.wording import context_note
 
 ENDS = {"cancelled": "stopped",
         "context_full": "the context is full: Ctrl+N starts a new chat, or raise --ctx"}

@@ -16,7 +16,7 @@ from specchat.chat.state import ChatState
 from specchat.engine.events import RoundEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.errors import SpecchatError
-from specchat.host import ModelHost
+from specchat.keeper import ModelKeeper
 from specchat.trace import Trace
 from specchat.ui.messages import EventBatch, RaceReady, StatusLine, WorkerFailed
 from specchat.ui.pacing import StepGate, round_batches
@@ -75,13 +75,13 @@ class TurnRunner(Widget):
                 start += gate.hold(cancel)
 
     @work(thread=True, exclusive=True, group="turn")
-    def race(self, host: ModelHost, engine: SpeculativeEngine, text: str) -> None:
+    def race(self, keeper: ModelKeeper, engine: SpeculativeEngine, text: str) -> None:
         """Target-only against the current drafter on `text`, each generated alone."""
         def status(i: int, label: str) -> None:
             self.post_message(StatusLine(f"race: {label}, alone ({i + 1}/2)… (Esc stops)"))
 
         try:
-            lanes = host.race(engine, text, self.cancel, status)
+            lanes = keeper.race(engine, text, self.cancel, status)
         except SpecchatError as exc:
             self.post_message(WorkerFailed(str(exc)))
             return

@@ -15,8 +15,8 @@ from specchat.cpu import busy_note
 from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.numbers import fmt
-from specchat.render import UNSEEN_REJECTED, about_the_same, fewer_threads, shown_text
 from specchat.ui.theming import token_style
+from specchat.wording import UNSEEN_REJECTED, about_the_same, fewer_threads, shown_text
 
 LEGEND_TEXT = {
     TokenKind.ACCEPTED: "accepted draft",

@@ -31,7 +31,7 @@ from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import Event, TokenEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.errors import SpecchatError
-from specchat.host import ModelHost
+from specchat.keeper import ModelKeeper
 from specchat.settings import ModelOptions, Settings
 from specchat.ui.widgets import LiveReply, PromptInput
 
@@ -120,7 +120,7 @@ def test_the_target_swapped_on_its_server_loads_and_a_failed_swap_keeps_the_old_
     server = RpcServer(tmp_path)
     settings = Settings(ModelOptions(target=str(tiny.target), draft="ngram", n_ctx=1024,
                                      threads=1, rpc=server.endpoint, rpc_timeout=10))
-    host = ModelHost(settings)
+    host = ModelKeeper(settings)
     engine = host.load()
     try:
         before = list(ChatSession(engine).turn("hello", GenerationSettings(max_tokens=12)))[-1]
@@ -150,7 +150,7 @@ def test_the_draft_swapped_on_its_server_loads_and_bench_takes_one_draft_model_t
     settings = Settings(ModelOptions(target=str(tiny.target), draft=str(tiny.draft), n_ctx=1024,
                                      threads=1, rpc=servers[0].endpoint,
                                      draft_rpc=servers[1].endpoint, rpc_timeout=10))
-    host = ModelHost(settings)
+    host = ModelKeeper(settings)
     engine = host.load()
     try:
         t0 = time.monotonic()

@@ -92,7 +92,7 @@ def test_the_prompt_keeps_the_system_the_new_message_and_the_newest_turns(
         turns, user, system, n_ctx, max_tokens, policy):
     history = [m for q, a in turns for m in (("user", q), ("assistant", a))]
     try:
-        room = context.first_prompt(render, system, history, user, n_ctx=n_ctx, policy=policy,
+        fitted = context.first_prompt(render, system, history, user, n_ctx=n_ctx, policy=policy,
                                     max_tokens=max_tokens)
     except ContextOverflowError as exc:
         assert str(exc).count("\n") == 0
@@ -100,21 +100,21 @@ def test_the_prompt_keeps_the_system_the_new_message_and_the_newest_turns(
         whole = head + sum(8 + len(q) + len(a) for q, a in turns) + 4 + len(user)
         assert (head + 4 + len(user) >= n_ctx) or (policy == "stop" and whole >= n_ctx)
         return
-    assert len(room.prompt_ids) < n_ctx
+    assert len(fitted.prompt_ids) < n_ctx
     order = context.drop_order(policy, len(turns))
-    kept = [t for i, t in enumerate(turns) if i not in set(order[:room.left_out])]
+    kept = [t for i, t in enumerate(turns) if i not in set(order[:fitted.left_out])]
     head = [("system", system)] if system else []
     expected = render(head + [m for q, a in kept for m in (("user", q), ("assistant", a))]
                       + [("user", user)])
-    assert room.prompt_ids == expected
+    assert fitted.prompt_ids == expected
     if policy == "stop":
-        assert room.left_out == 0
+        assert fitted.left_out == 0
     if policy == "rolling":  # what is left is the newest turns
-        assert kept == turns[room.left_out:]
+        assert kept == turns[fitted.left_out:]
     if policy == "truncate-middle" and kept:  # the first turn goes last
         assert kept[0] == turns[0] and kept[1:] == turns[len(turns) - len(kept) + 1:]
-    if room.left_out:  # nothing more was left out than the reply's reserve needs
-        fewer = [t for i, t in enumerate(turns) if i not in set(order[:room.left_out - 1])]
+    if fitted.left_out:  # nothing more was left out than the reply's reserve needs
+        fewer = [t for i, t in enumerate(turns) if i not in set(order[:fitted.left_out - 1])]
         one_less = render(head + [m for q, a in fewer for m in (("user", q), ("assistant", a))]
                           + [("user", user)])
         assert len(one_less) + context.reserve(n_ctx, max_tokens) > n_ctx

@@ -13,7 +13,7 @@ from specchat.engine.drafters import ModelDrafter
 from specchat.engine.events import turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.stats import paired_speedup_interval, speedup_interval
-from specchat.render import slower_why, speedup_words
+from specchat.wording import slower_why, speedup_words
 
 
 def test_the_interval_narrows_to_the_point_when_nothing_varies_and_holds_it_when_it_does():

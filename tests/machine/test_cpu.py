@@ -18,7 +18,7 @@ from specchat.cpu import BUSY_SHARE, CpuSample, CpuWatch, busy_note, free_cores,
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import turn_of
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
-from specchat.render import slower_why, stats_line
+from specchat.wording import slower_why, stats_line
 
 
 @given(busy=st.integers(0, 10_000), idle=st.integers(0, 10_000), mine=st.integers(0, 10_000))

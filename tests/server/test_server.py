@@ -196,7 +196,7 @@ def test_the_app_on_a_server_streams_counted_verdicts_and_says_whose_numbers(spe
 
 
 def test_rejected_drafts_without_text_are_drawn_by_count():
-    from specchat.render import shown_text
+    from specchat.wording import shown_text
 
     unseen = TokenEvent(kind=TokenKind.REJECTED, id=-1, text="", position=3, round=1, p=None,
                         q=None, logit_gap=None)

@@ -66,7 +66,7 @@ def test_f8_on_the_costs_screen_saves_a_screenshot_named_after_the_turn(tiny, tm
             await ready(app, pilot)
             await say(app, pilot, "Hello there.")
             await pilot.press("f7")
-            await until(pilot, lambda: type(app.screen).__name__ == "WhyScreen")
+            await until(pilot, lambda: type(app.screen).__name__ == "CostsScreen")
             await pilot.press("f8")
             await pilot.pause()
             return [n.message for n in app._notifications]

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from support.pilot import SIZE, THEMES, ready, until
 
+from specchat.costs import Costs, MeasuredTurn
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
 from specchat.engine.stats import TurnStats
-from specchat.machine import Costs, MeasuredTurn
 from specchat.ui.messages import EventBatch
 from specchat.ui.model_menu import ModelMenu
 
@@ -104,12 +104,12 @@ TURNS = [MeasuredTurn(3, 0.74, 100.0, _rounds(2.0)), MeasuredTurn(3, 0.50, 100.0
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_costs_screen_snapshot(snap_compare, snapshot_app, theme):
-    from specchat.ui.why_screen import WhyScreen
+    from specchat.ui.costs_screen import CostsScreen
 
     async def run_before(pilot):
         await ready(snapshot_app, pilot)
         snapshot_app.theme = theme
-        snapshot_app.push_screen(WhyScreen([0.82, 0.81, 0.82, 0.86], TURNS, 3, "tiny-draft",
+        snapshot_app.push_screen(CostsScreen([0.82, 0.81, 0.82, 0.86], TURNS, 3, "tiny-draft",
                                            costs=CPU_LIKE))
         await pilot.pause(0.2)
 

@@ -21,10 +21,11 @@ from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from specchat import cpu
+from specchat.costs import Costs, MeasuredTurn, best_k, break_even, check_turn, speedup
 from specchat.engine.loop import SpeculativeEngine
 from specchat.errors import SpecchatError
-from specchat.host import ModelHost
-from specchat.machine import COST_REPEATS, Costs, MeasuredTurn, best_k, break_even, check_turn, speedup
+from specchat.keeper import ModelKeeper
+from specchat.timing import COST_REPEATS
 from specchat.ui.messages import CostsMeasured
 
 K_MAX = 8
@@ -33,7 +34,7 @@ DEFAULT_ACCEPT = 0.8
 STEP = 0.05
 
 
-class WhyScreen(Screen):
+class CostsScreen(Screen):
     """F7 from the chat; +/- move the acceptance, G switches the verify curve, M measures
     again, Esc closes."""
 
@@ -42,8 +43,8 @@ class WhyScreen(Screen):
                 Binding("minus", "accept(-1)", "Acceptance -5%"),
                 Binding("g", "flat", "GPU curve on/off"), Binding("m", "measure", "Measure again")]
     DEFAULT_CSS = """
-    WhyScreen #why { padding: 0 1; height: auto; }
-    WhyScreen #plots { height: 1fr; }
+    CostsScreen #why { padding: 0 1; height: auto; }
+    CostsScreen #plots { height: 1fr; }
     """
 
     def __init__(self, accept: list[float], turns: list[MeasuredTurn], k: int, drafter: str,
@@ -78,7 +79,7 @@ class WhyScreen(Screen):
             return
         try:
             start = cpu.sample()
-            costs = ModelHost.measure_costs(self.engine)
+            costs = ModelKeeper.measure_costs(self.engine)
             busy = cpu.busy_note(cpu.others_share(start, cpu.sample()), "this timing")
             self.post_message(CostsMeasured(costs, busy=busy))
         except (SpecchatError, ValueError) as exc:

@@ -40,7 +40,7 @@ def app_command(app_args: list[str], history_dir: Path) -> str:
                                                          *app_args])
 
 
-class Room(Server):
+class TabServer(Server):
     """textual-serve's server with a cap on live tabs and per-request URLs."""
 
     def __init__(self, app_args: list[str], host: str, port: int, max_sessions: int,
@@ -108,4 +108,4 @@ def serve(app_args: list[str], host: str | None, port: int, expose: bool,
     except OSError as exc:
         raise SpecchatError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
     history_dir = Path(tempfile.mkdtemp(prefix="specchat-serve-"))
-    Room(app_args, host, port, max_sessions, history_dir).serve()
+    TabServer(app_args, host, port, max_sessions, history_dir).serve()

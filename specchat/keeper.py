@@ -14,8 +14,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from specchat import machine
+from specchat import timing
 from specchat.chat.session import ChatSession, Conversation
+from specchat.costs import Costs
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
@@ -26,7 +27,6 @@ from specchat.loading import (
     load_target,
     speculative_engine,
 )
-from specchat.machine import Costs
 from specchat.settings import Settings
 from specchat.trace import Lane
 
@@ -43,7 +43,7 @@ def _let_go(model: Backend | None) -> None:
             model.let_go()
 
 
-class ModelHost:
+class ModelKeeper:
     """Builds and changes engines from the settings; owns no app state."""
 
     def __init__(self, settings: Settings) -> None:
@@ -65,7 +65,7 @@ class ModelHost:
         engine.clear_caches()
 
     @staticmethod
-    def measure_costs(engine: SpeculativeEngine, repeats: int = machine.COST_REPEATS) -> Costs:
+    def measure_costs(engine: SpeculativeEngine, repeats: int = timing.COST_REPEATS) -> Costs:
         """Time the target verifying 1..16 tokens (`repeats` times each, the sizes interleaved)
         and one draft pass at the conversation's depth (a short prompt first if nothing was said
         yet); the caches are left as they were."""
@@ -73,11 +73,11 @@ class ModelHost:
         if not target.tokens:
             ids = target.tokenize(target.render_chat([("user", "Say hello.")]))
             target.eval(ids, len(ids) - 1)
-        times = machine.verify_times(target, repeats)
+        times = timing.verify_times(target, repeats)
         model = engine.drafter.model
-        draft = machine.draft_pass_after(model, target.tokens, repeats * 2) if model else 0.0
+        draft = timing.draft_pass_after(model, target.tokens, repeats * 2) if model else 0.0
         return Costs(tuple(statistics.median(t) for t in times), draft, len(target.tokens),
-                     tuple(machine.spread(t) for t in times))
+                     tuple(timing.spread(t) for t in times))
 
     def load_drafter(self, engine: SpeculativeEngine, choice: str) -> Drafter:
         """A drafter for the engine's target, sharing its generator (one seed, one run). An

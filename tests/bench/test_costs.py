@@ -10,19 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.models import load
 
+from specchat.costs import Costs, MeasuredTurn, best_k, break_even, check_turn, conditional_rates, speedup
 from specchat.engine.events import RoundEvent
 from specchat.engine.policy import expected_tokens
-from specchat.machine import (
-    Costs,
-    MeasuredTurn,
-    best_k,
-    break_even,
-    check_turn,
-    conditional_rates,
-    speedup,
-    spread,
-    verify_times,
-)
+from specchat.timing import spread, verify_times
 
 CPU_LIKE = Costs(tuple(10.0 * (1 + 0.55 * i) for i in range(16)), draft=4.0, depth=300)
 """Verifying 4 tokens costs 2.65 steps, a draft pass 0.4 of one: a 2-core CPU's shape."""

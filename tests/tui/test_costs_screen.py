@@ -10,7 +10,7 @@ from specchat.ui.chat_screen import ChatScreen
 
 
 def test_the_costs_screen_times_this_machine_and_says_why(tiny, tmp_path):
-    from specchat.ui.why_screen import WhyScreen
+    from specchat.ui.costs_screen import CostsScreen
 
     app = make_app(tiny, tmp_path, max_tokens=16)
 
@@ -20,7 +20,7 @@ def test_the_costs_screen_times_this_machine_and_says_why(tiny, tmp_path):
             await say(app, pilot, "how fast is this?")
             target_before = list(app.chat_screen.chat.session.engine.target.tokens)
             await pilot.press("f7")
-            await until(pilot, lambda: isinstance(app.screen, WhyScreen)
+            await until(pilot, lambda: isinstance(app.screen, CostsScreen)
                         and app.screen.costs is not None)
             screen = app.screen
             text = str(screen.query_one("#why").render())
@@ -48,7 +48,7 @@ def test_the_costs_screen_times_this_machine_and_says_why(tiny, tmp_path):
 
 def test_a_slower_reply_says_why_from_what_it_measured():
     from specchat.engine.stats import TurnStats
-    from specchat.render import slower_why
+    from specchat.wording import slower_why
 
     turn = TurnStats().turn_event(text="", token_ids=[1] * 31, prompt_ids=[0], wall_s=3.0,
                                   target_passes=11, draft_passes=30, draft="d", k=3,

@@ -1,0 +1,137 @@
+"""What specchat says about a turn, in every front end's words: the placement of the models, a
+context note, the speedup with its interval, why a turn was slower, the stats line. The sinks
+that print it live in specchat.render; the TUI and the slides use the same sentences."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from specchat.cpu import busy_note, default_threads
+from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.loop import SpeculativeEngine
+
+LEGEND = "[green]accepted draft[/] [red strike]rejected draft[/] [yellow]target correction[/] " \
+         "[cyan]bonus[/] target (✗: a rejected draft a server counted but did not show)"
+UNSEEN_REJECTED = "✗"
+"""How a rejected draft whose text is unknown is drawn: a llama-server reports them by count."""
+
+
+def shown_text(event: TokenEvent) -> str:
+    """The text a token is drawn with: its own, or the mark of a rejected draft known only by
+    count."""
+    if event.kind is TokenKind.REJECTED and not event.text:
+        return UNSEEN_REJECTED
+    return event.text
+
+
+def placement(engine: SpeculativeEngine) -> str:
+    """Where each model runs, in one line: `target X (here) · draft Y (RPC 10.0.0.2:50052)`."""
+    model = engine.drafter.model
+    draft = f"draft {engine.drafter.name}" + (f" ({model.where})" if model else "")
+    return f"target {engine.target.name} ({engine.target.where}) · {draft}"
+
+
+def context_note(event: ContextEvent) -> str:
+    """What a context event did, in words (the TUI's transcript and the terminal say this)."""
+    turns = f"{event.left_out} earlier turn{'s' * (event.left_out != 1)} left out of the " \
+            "model's view (the history keeps them)"
+    if not event.during_reply:
+        return turns
+    return (f"the reply reached the end of the context: {turns}; the target re-evaluated "
+            f"{event.reeval_tokens} tokens in {event.reeval_s:.2f} s")
+
+
+def about_the_same(turn: TurnEvent) -> bool:
+    """Whether the turn's speedup interval holds 1.0: then it was not measurably faster or
+    slower than the target alone."""
+    return holds_one(turn.speedup_low, turn.speedup_high)
+
+
+def holds_one(low: float | None, high: float | None) -> bool:
+    return low is not None and high is not None and low <= 1.0 <= high
+
+
+def speedup_text(speedup: float | None, low: float | None, high: float | None,
+                 compact: bool = False) -> str:
+    """A speedup with its 95% interval: `0.61x (95%: 0.55-0.68)`, or `about the same as
+    target-only (0.97x, 95%: 0.88-1.05)` where the interval holds 1.0; `compact` for a table
+    cell: `0.61x (0.55-0.68)`, `same: 0.97x (0.88-1.05)`."""
+    if speedup is None:
+        return "–"
+    if low is None or high is None:
+        return f"{speedup:.2f}x"
+    if compact:
+        return ("same: " if holds_one(low, high) else "") + f"{speedup:.2f}x ({low:.2f}-{high:.2f})"
+    interval = f"95%: {low:.2f}-{high:.2f}"
+    if holds_one(low, high):
+        return f"about the same as target-only ({speedup:.2f}x, {interval})"
+    return f"{speedup:.2f}x ({interval})"
+
+
+def speedup_words(turn: TurnEvent) -> str:
+    """The turn's speedup with its interval, in words (`speedup_text`)."""
+    return speedup_text(turn.speedup, turn.speedup_low, turn.speedup_high)
+
+
+def fewer_threads(turn: TurnEvent) -> bool:
+    """Whether the turn ran on fewer threads than physical cores: the others were busy when it
+    started."""
+    return turn.threads is not None and turn.threads < default_threads()
+
+
+def slower_why(turn: TurnEvent) -> str:
+    """One line of why a reply was slower than the target alone, from what the turn measured:
+    a round's cost in target steps against the tokens a round yielded; or that other programs
+    took the CPU, when they did (then no number of it stands)."""
+    if note := busy_note(turn.others_cpu):
+        return f" · {note}"
+    if about_the_same(turn):
+        return f" · {speedup_words(turn)}"
+    if not turn.speedup or turn.speedup >= 1 or not turn.baseline_tokens_per_second \
+            or turn.rounds < 2 or not turn.mean_accepted_length:
+        return ""
+    # speedup = tokens per round (after the first) over a round's cost in target steps
+    round_steps = turn.decode_s / (turn.rounds - 1) * turn.baseline_tokens_per_second
+    per_round = (turn.n_tokens - 1) / (turn.rounds - 1)
+    # fits one status line beside "N tokens · stop: …" (the chat pane is 112 columns of 160)
+    why = "specchat bench --server" if turn.server else "F7, specchat tune"
+    return (f" · {turn.speedup:.2f}x: {round_steps:.1f} steps a round for {per_round:.1f} "
+            f"tokens (why: {why})")
+
+
+def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
+    """One line of what the turn measured, each number labelled; `k_used` counts the rounds
+    after the first by the draft length the policy allowed."""
+    parts = [f"{turn.n_tokens} tokens", f"draft {turn.draft}"]
+    if turn.draft != "none":
+        used = ", ".join(f"{k}×{n}" for k, n in sorted((k_used or Counter()).items()))
+        parts.append(f"{turn.policy} (k: rounds {used})" if used else turn.policy)
+    if turn.n_drafted:
+        parts.append(f"accepted {turn.n_accepted}/{turn.n_drafted} "
+                     f"({100 * (turn.acceptance_rate or 0):.0f}%)")
+        parts.append(f"mean accepted length {turn.mean_accepted_length or 0:.2f}")
+    if turn.tokens_per_second is not None:
+        parts.append(f"decode {turn.tokens_per_second:.1f} tok/s")
+    if turn.speedup is not None and turn.draft != "none":
+        parts.append(f"speedup {speedup_words(turn)} vs target-only "
+                     f"{turn.baseline_tokens_per_second or 0:.1f} tok/s ({turn.baseline_source})")
+    if turn.predicted_tokens_per_second is not None:
+        parts.append(f"predicted {turn.predicted_tokens_per_second:.1f} tok/s")
+    if turn.declined_rounds:
+        parts.append(f"{turn.declined_rounds} rounds target-only (drafting would not pay)")
+    if turn.context_shifts:
+        parts.append(f"context shifts {turn.context_shifts} ({turn.shift_tokens} tokens "
+                     f"re-evaluated in {turn.shift_s:.2f} s, not in the decode rate)")
+    parts.append(f"TTFT {turn.ttft_s * 1000:.0f} ms")
+    if turn.server:
+        parts.append(f"server's own: decode {turn.server.get('predicted_per_second', 0):.1f} "
+                     f"tok/s, prompt {turn.server.get('prompt_per_second', 0):.1f} tok/s")
+        parts.append(f"server steps {turn.target_passes}")
+    else:
+        parts.append(f"target passes {turn.target_passes}")
+    parts.append(f"stop {turn.stop_reason}")
+    if fewer_threads(turn):
+        parts.append(f"threads {turn.threads} (the other cores were busy before it)")
+    if note := busy_note(turn.others_cpu):
+        parts.append(note.upper()[:1] + note[1:])
+    return " · ".join(parts)

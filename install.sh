@@ -3,7 +3,9 @@
 # for this machine, then fetch the default model pair.
 #
 #   ./install.sh            install and fetch the default pair (about 1.6 GB)
-#   ./install.sh --dev      also install the test tools (and the transformers backend)
+#   ./install.sh --dev      also install the test tools (and the transformers backend), and
+#                           build llama.cpp's llama-server from the same source for its tests
+#                           (about 15 minutes on two cores the first time; kept in ~/.cache)
 #   ./install.sh --transformers   also install the transformers backend (torch)
 #   ./install.sh --no-models   skip the model fetch
 #   ./install.sh --client   the light install: specchat without llama-cpp-python, torch or models
@@ -23,9 +25,10 @@ extras="local"  # llama-cpp-python's own requirements come with it; the wheel is
 fetch_models=1
 print_args=0
 client=0
+tools=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) extras="local,dev" ;;
+    --dev) extras="local,dev"; tools=1 ;;
     --transformers) [ "$extras" != local ] || extras="local,transformers" ;;
     --print-cmake-args) print_args=1 ;;
     --no-models) fetch_models=0 ;;
@@ -110,6 +113,9 @@ fi
 "$py" -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
 echo "specchat installed in $venv (llama.cpp: $accel)"
 
+if [ "$tools" = 1 ]; then
+  "$py" -m benchmarks.tools llama-server
+fi
 if [ "$fetch_models" = 1 ]; then
   "$venv/bin/specchat" models fetch default
 fi

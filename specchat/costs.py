@@ -18,7 +18,7 @@ from specchat.engine.policy import expected_tokens
 
 FLAT_SLOPE = 0.02
 """A GPU's verify curve for the what-if: n tokens cost 1 + 0.02 (n - 1) steps, so a batch of 8
-costs about one step (an H200 measured 1.25 for 8 through transformers: docs/gpu.md)."""
+costs about one step (the GPU curves measured, and how, are in docs/gpu.md)."""
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ conversation (code, then prose) within a few dozen rounds."""
 _PRIOR_ACCEPT, _PRIOR_WEIGHT = 0.6, 2.0
 _COST_EMA = 0.2
 _PRIOR_BATCH_SLOPE = 0.35
-"""Before two batch sizes are measured: verifying n tokens costs V(1)(1 + 0.35 (n - 1)),
-about what a CPU shows (1.4x for 2 tokens, 3.4x for 8 on the default pair)."""
+"""Before two batch sizes are measured: verifying n tokens costs V(1)(1 + 0.35 (n - 1)), a
+prior between a GPU's flat curve and a CPU's steep one (the curves measured are in
+docs/benchmark.md and docs/gpu.md); the timings replace it within a few rounds."""
 _PRIOR_PASS_FRACTION = 0.4
 """Before a draft pass is measured: a pass costs 0.4 of a target step."""
 _CONF_BINS = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995, 1.01)

@@ -1,0 +1,55 @@
+"""The README and the guide: every relative link lands on a file of this repository (and on a
+heading of it, where the link names one), and the README stays a newcomer's page."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens."""
+    heads = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+def relative_links(page: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return [t for t in LINK.findall(text) if not re.match(r"[a-z]+:", t)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_lands(page):
+    broken = []
+    for target in relative_links(page):
+        path, _, fragment = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists():
+            broken.append(target)
+        elif fragment and dest.suffix == ".md" and fragment not in anchors(dest):
+            broken.append(target)
+    assert broken == []
+
+
+def test_the_readme_is_a_page_a_newcomer_reads_and_links_the_guide():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    guide = {p.name for p in (ROOT / "docs" / "guide").glob("*.md")}
+    assert guide and guide <= {Path(t).name for t in relative_links(ROOT / "README.md")}
+    assert "./install.sh --dev && .venv/bin/python -m pytest" in readme
+
+
+def test_a_broken_link_is_found(tmp_path):
+    page = tmp_path / "page.md"
+    (tmp_path / "there.md").write_text("# A heading\n")
+    page.write_text("[ok](there.md#a-heading) [gone](missing.md) [bad](there.md#nope)\n"
+                    "```\n[code](not-checked.md)\n```\n")
+    links = relative_links(page)
+    assert links == ["there.md#a-heading", "missing.md", "there.md#nope"]
+    assert "a-heading" in anchors(tmp_path / "there.md") and "nope" not in anchors(tmp_path / "there.md")

@@ -133,8 +133,8 @@ class ServerSession:
             for chunk in self.baseline_client.stream({"prompt": prompt, "n_predict": steps + 1,
                                                       "temperature": 0.0, "ignore_eos": True,
                                                       "cache_prompt": True}):
-                if chunk.get("tokens"):
-                    arrived.append((int(chunk["tokens_predicted"]), time.perf_counter()))
+                if chunk.tokens:
+                    arrived.append((chunk.tokens_predicted, time.perf_counter()))
         except ServerError as exc:  # the reply stands; only its speedup is missing
             return 0.0, f"not measured ({exc})"
         if len(arrived) < 2:

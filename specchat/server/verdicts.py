@@ -16,10 +16,10 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.stats import TurnStats
+from specchat.server.client import Chunk
 
 UNKNOWN_ID = -1
 """The id of a token the server did not name (a rejected draft, or a held-back token)."""
@@ -53,35 +53,34 @@ class ServerReply:
     step: _Step | None = None
     last_t: float = 0.0
     k_max: int = 0
-    final: dict[str, Any] = field(default_factory=dict)
+    final: dict[str, float] = field(default_factory=dict)
     stop_reason: str = "cancelled"
 
-    def events(self, chunks: Iterable[dict[str, Any]], cancel: threading.Event | None = None,
+    def events(self, chunks: Iterable[Chunk], cancel: threading.Event | None = None,
                ) -> Iterator[Event]:
         """Every token and one RoundEvent per server step (the caller makes the TurnEvent with
         `turn`). Setting `cancel` ends the reply after the chunk in hand (the caller's generator
         closes the stream, which stops the server)."""
         for chunk in chunks:
             yield from self.take(chunk)
-            if chunk.get("stop"):
-                self.final = dict(chunk.get("timings") or {})
-                self.stop_reason = STOP_REASONS.get(str(chunk.get("stop_type")), "eos")
+            if chunk.stop:
+                self.final = dict(chunk.timings)
+                self.stop_reason = STOP_REASONS.get(chunk.stop_type, "eos")
                 break
             if cancel is not None and cancel.is_set():
                 break
         yield from self.close()
 
-    def take(self, chunk: dict[str, Any]) -> Iterator[Event]:
-        n = int(chunk.get("tokens_predicted") or 0)
+    def take(self, chunk: Chunk) -> Iterator[Event]:
+        n = chunk.tokens_predicted
         if n <= self.generated:  # no new token (prompt progress, the final summary)
             return
         now = time.perf_counter() - self.t0
-        ids = list(chunk.get("tokens") or [])
+        ids = chunk.tokens
         pieces = [(UNKNOWN_ID, "")] * (n - self.generated - 1) + [
-            (ids[-1] if ids else UNKNOWN_ID, str(chunk.get("content") or ""))]
+            (ids[-1] if ids else UNKNOWN_ID, chunk.content)]
         self.generated = n
-        timings = chunk.get("timings") or {}
-        counters = (int(timings.get("draft_n") or 0), int(timings.get("draft_n_accepted") or 0))
+        counters = (chunk.draft_n, chunk.draft_n_accepted)
         if counters != self.counters:
             # a token held back (half a character) finishes the step before: the chunk's last
             # token is the new step's, whose counts the server added before sending it

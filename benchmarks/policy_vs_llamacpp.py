@@ -25,7 +25,7 @@ import llama_cpp
 import numpy as np
 
 from benchmarks import arguments
-from benchmarks.tools import ToolRun, build_tools, llama_source, publish, speculative_simple
+from benchmarks.tools import ToolRun, build_tools, publish, speculative_simple
 from specchat.bench import chart, report
 from specchat.bench.runner import Arm, BenchRunner, Run, load_prompts
 from specchat.engine.loop import DraftSettings
@@ -59,7 +59,7 @@ def main() -> int:
     options = arguments.settings(args).models
     threads = arguments.threads(options)
 
-    bin_dir = build_tools(llama_source())
+    bin_dir = build_tools()
     prompts = load_prompts(None, arguments.categories(args))
     ks, n_maxes = [int(k) for k in args.k.split(",")], [int(n) for n in args.n_max.split(",")]
     target = load_target(options.target, options)

@@ -1,6 +1,5 @@
-"""llama.cpp's own tools beside specchat: its vendored source unpacked once, `llama-bench`,
-`llama-speculative-simple` and `llama-server` built with install.sh's flags, their results
-parsed; and the one helper that writes a benchmark's table into a doc.
+"""llama.cpp's own tools beside specchat (built by specchat.llama_tools), their results parsed;
+and the one helper that writes a benchmark's table into a doc.
 
     python -m benchmarks.tools llama-server     build the named tools, print where they are
 """
@@ -8,53 +7,15 @@ parsed; and the one helper that writes a benchmark's table into a doc.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import llama_cpp
+from specchat.llama_tools import TOOLS, build_tools
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = ("llama-bench", "llama-speculative-simple", "llama-server")
-
-
-def llama_source() -> Path:
-    """The vendored llama.cpp of the installed llama-cpp-python's sdist, unpacked once."""
-    version = llama_cpp.__version__
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specchat"
-    src = cache / "llama.cpp" / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
-    if not (src / "CMakeLists.txt").exists():
-        dl = cache / "src"
-        sdist = dl / f"llama_cpp_python-{version}.tar.gz"
-        if not sdist.exists():
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
-                            ":all:", f"llama-cpp-python=={version}", "-d", str(dl)], check=True)
-        with tarfile.open(sdist) as tar:
-            members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name]
-            tar.extractall(cache / "llama.cpp", members=members, filter="data")
-    return src
-
-
-def build_tools(src: Path, tools: tuple[str, ...] = TOOLS) -> Path:
-    """The folder holding `tools`, built in one cmake tree of `src` where they are missing."""
-    build = src / "build"
-    if all((build / "bin" / t).exists() for t in tools):
-        return build / "bin"
-    if not (ROOT / "install.sh").exists():
-        sys.exit("building llama.cpp's tools needs a specchat checkout (install.sh)")
-    flags = subprocess.run([str(ROOT / "install.sh"), "--print-cmake-args"], check=True,
-                           capture_output=True, text=True).stdout.split()
-    subprocess.run(["cmake", "-S", str(src), "-B", str(build), *flags,
-                    "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF",
-                    "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF"],
-                   check=True)
-    subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2), "--target",
-                    *tools], check=True)
-    return build / "bin"
 
 
 def publish(table: str, doc: Path | None) -> None:
@@ -107,4 +68,4 @@ def speculative_simple(bin_dir: Path, target: Path, draft: Path, prompt: str, n:
 
 
 if __name__ == "__main__":
-    print(build_tools(llama_source(), tuple(sys.argv[1:]) or TOOLS))
+    print(build_tools(tuple(sys.argv[1:]) or TOOLS))

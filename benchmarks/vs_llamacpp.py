@@ -20,7 +20,7 @@ import sys
 import llama_cpp
 
 from benchmarks import arguments
-from benchmarks.tools import ToolRun, build_tools, llama_bench, llama_source, publish, speculative_simple
+from benchmarks.tools import ToolRun, build_tools, llama_bench, publish, speculative_simple
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
@@ -42,7 +42,7 @@ def main() -> int:
     options = arguments.settings(args).models
     threads = arguments.threads(options)
 
-    bin_dir = build_tools(llama_source())
+    bin_dir = build_tools()
     greedy = SamplingParams()
     target = load_target(options.target, options)
     plain = SpeculativeEngine(target, NoDrafter(), greedy)

@@ -192,10 +192,10 @@ def cmd_rpc_server(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """The app in web browsers: each tab runs `specchat APP ARGS` (the arguments after --)."""
-    from specchat.web.tab_server import serve
+    from specchat.web.tab_server import tab_server
 
     app_args = args.app_args[1:] if args.app_args[:1] == ["--"] else args.app_args
-    serve(app_args, args.host, args.port, args.expose, args.max_sessions)
+    tab_server(app_args, args.host, args.port, args.expose, args.max_sessions, args.open).serve()
     return 0
 
 
@@ -275,6 +275,8 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     web.add_argument("--expose", action="store_true",
                      help="listen beyond this machine (no authentication: read the warning it "
                           "prints)")
+    web.add_argument("--open", action="store_true",
+                     help="with --expose: no access code (anyone who reaches the port gets in)")
     web.add_argument("--max-sessions", type=int, default=8, metavar="N",
                      help="tabs served at once; one more gets a page saying the room is full "
                           "(default: %(default)s)")
@@ -287,8 +289,10 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     add_models_parser(sub).set_defaults(func=cmd_models)
     add_bench_parser(sub, defaults).set_defaults(func=cmd_bench)
     from specchat.tune import add_parser as add_tune_parser
+    from specchat.workshop import add_parsers as add_workshop_parsers
 
     add_tune_parser(sub, defaults).set_defaults(func=cmd_tune)
+    add_workshop_parsers(sub, defaults)
     return parser
 
 

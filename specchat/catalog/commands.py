@@ -17,7 +17,7 @@ from rich.progress import (
 from rich.table import Table
 
 from specchat.catalog import compat
-from specchat.catalog.catalog import Catalog, installed_path, local_ggufs, models_dir
+from specchat.catalog.catalog import Catalog, installed_path, local_ggufs, models_dir, resolve_model
 from specchat.catalog.fetch import fetch_model, sha256_file
 from specchat.catalog.layout import QUALITY_TOKENS, load_derived
 from specchat.config import Config
@@ -36,6 +36,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     c = msub.add_parser("check", help="can DRAFT draft for TARGET, and if not, why")
     c.add_argument("target")
     c.add_argument("draft")
+    pth = msub.add_parser("path", help="the file of a model, for scripts and llama.cpp's own "
+                                       "tools")
+    pth.add_argument("name", help="a catalog name, a GGUF name or file, 'default' (the default "
+                                  "pair's target, in the layout `default` loads) or 'draft' "
+                                  "(its draft)")
     o = msub.add_parser("optimize", help="re-lay a model for this CPU's llama.cpp kernels (made "
                                          "beside the original, measured against it)")
     o.add_argument("name", nargs="?", default="default",
@@ -175,6 +180,17 @@ def cmd_list(console: Console, config: Config) -> int:
     return 0
 
 
+def cmd_path(name: str, config: Config) -> int:
+    """Print the model's file (absolute, nothing else on stdout)."""
+    role = "draft" if name == "draft" else "target"
+    path = resolve_model("default" if name in ("default", "draft") else name, role,
+                         config=config)
+    if not path.is_file():
+        raise ModelFileError(f"{name}: no such model file {path}")
+    print(path.resolve())
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     config = Config.load()  # a broken file was reported by the command line already
@@ -189,4 +205,6 @@ def run(args: argparse.Namespace) -> int:
             return cmd_add(args.path, console, config)
         case "check":
             return cmd_check(args.target, args.draft, console)
+        case "path":
+            return cmd_path(args.name, config)
     raise SpecchatError(f"unknown models command {args.models_command}")

@@ -4,12 +4,15 @@ Built on Textualize's textual-serve (one process per websocket, the terminal dra
 the page). What specchat adds: a cap on tabs with a page that says the room is full instead of a
 tab that hangs, URLs taken from each request (so a tab opened at the machine's LAN address
 connects back to it, not to 0.0.0.0), a page that names itself and loads nothing from the
-internet (a workshop room may have none), and a history file per tab, so attendees never see
-each other's conversations.
+internet (a workshop room may have none), a history file per tab, so attendees never see
+each other's conversations, and on a network an access code: a page or websocket request
+without the room's code gets a page saying to ask the host, and no app process starts.
 """
 
 from __future__ import annotations
 
+import hmac
+import secrets
 import shlex
 import socket
 import sys
@@ -32,6 +35,12 @@ EXPOSED_WARNING = (
     "given). Use it only on a network you trust, such as a workshop room's.")
 
 
+CODE_NOTE = (
+    "note: specchat serve at {endpoint} lets in only requests with this room's access code, "
+    "which the address below carries: share that address with the room only (--open drops the "
+    "code).")
+
+
 def app_command(app_args: list[str], history_dir: Path) -> str:
     """The shell command textual-serve runs for each tab: this specchat with `app_args`, writing
     its history to a file of its own in `history_dir` ($$ is the tab's shell, unique per tab)."""
@@ -44,7 +53,7 @@ class TabServer(Server):
     """textual-serve's server with a cap on live tabs and per-request URLs."""
 
     def __init__(self, app_args: list[str], host: str, port: int, max_sessions: int,
-                 history_dir: Path) -> None:
+                 history_dir: Path, code: str | None = None) -> None:
         super().__init__(app_command(app_args, history_dir), host=host, port=port, title=TITLE,
                          templates_path=TEMPLATES)
         self.app_args = app_args
@@ -52,23 +61,33 @@ class TabServer(Server):
         self.history_dir = history_dir
         self.live = 0
         """Tabs whose app process is running now."""
+        self.code = code
+        """The room's access code (None: anyone who reaches the port gets in)."""
+
+    def admits(self, request: web.Request) -> bool:
+        given = request.query.get("code", "")
+        return self.code is None or hmac.compare_digest(given.encode(), self.code.encode())
+
+    def address(self, host: str) -> str:
+        """The address to open on `host`, with the access code."""
+        return f"http://{host}:{self.port}/" + (f"?code={self.code}" if self.code else "")
 
     def what_tabs_run(self) -> str:
         return "specchat " + shlex.join(self.app_args) if self.app_args else "specchat"
 
     async def on_startup(self, app: web.Application) -> None:
         shown = "127.0.0.1" if self.host == "0.0.0.0" else self.host
-        where = f"http://{shown}:{self.port}"
+        where = self.address(shown)
         if not is_loopback(self.host):
-            where += f" (attendees: http://{socket.gethostname()}:{self.port} or this "\
-                     "machine's address)"
+            where += f" (attendees: {self.address(lan_address())})"
         print(f"specchat serve on {where}: each tab runs `{self.what_tabs_run()}`, at most "
               f"{self.max_sessions} at once; their histories go to {self.history_dir}. "
               "Ctrl-C stops it.", flush=True)
 
     def _context(self, request: web.Request) -> dict[str, object]:
         origin = f"{request.scheme}://{request.host}"
-        websocket = ("wss" if request.scheme == "https" else "ws") + f"://{request.host}/ws"
+        websocket = ("wss" if request.scheme == "https" else "ws") + f"://{request.host}/ws" + (
+            f"?code={self.code}" if self.code else "")
         fontsize = request.query.get("fontsize", "16")
         return {"title": TITLE, "runs": self.what_tabs_run(), "static": f"{origin}/static/",
                 "app_websocket_url": websocket,
@@ -76,12 +95,20 @@ class TabServer(Server):
                 "live": self.live, "max_sessions": self.max_sessions}
 
     async def handle_index(self, request: web.Request) -> web.Response:
+        if not self.admits(request):
+            return aiohttp_jinja2.render_template("code.html", request, self._context(request),
+                                                  status=403)
         if self.live >= self.max_sessions:
             return aiohttp_jinja2.render_template("full.html", request, self._context(request),
                                                   status=503)
         return aiohttp_jinja2.render_template("app_index.html", request, self._context(request))
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        if not self.admits(request):  # no app process for a request without the code
+            websocket = web.WebSocketResponse()
+            await websocket.prepare(request)
+            await websocket.close(code=1008, message=b"ask the host for the room's address")
+            return websocket
         if self.live >= self.max_sessions:  # a tab whose page was served as another took the seat
             websocket = web.WebSocketResponse()
             await websocket.prepare(request)
@@ -94,13 +121,30 @@ class TabServer(Server):
             self.live -= 1
 
 
-def serve(app_args: list[str], host: str | None, port: int, expose: bool,
-          max_sessions: int) -> None:
-    """Serve until Ctrl-C. Loopback unless `expose` (then every address, or `host`)."""
+def lan_address() -> str:
+    """This machine's address on its network (the one a route out would use; nothing is
+    sent), else its host name."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            return str(s.getsockname()[0])
+    except OSError:
+        return socket.gethostname()
+
+
+def tab_server(app_args: list[str], host: str | None, port: int, expose: bool,
+               max_sessions: int, open_room: bool = False) -> TabServer:
+    """A server ready to run: loopback unless `expose` (then every address, or `host`), with
+    a new access code there unless `open_room`; the port checked free, the warning said."""
     host = host or ("0.0.0.0" if expose else "127.0.0.1")
     check_host(host, expose, "specchat serve")
+    code = None
     if not is_loopback(host):
-        print(EXPOSED_WARNING.format(endpoint=f"{host}:{port}"), file=sys.stderr)
+        if open_room:
+            print(EXPOSED_WARNING.format(endpoint=f"{host}:{port}"), file=sys.stderr)
+        else:
+            code = secrets.token_urlsafe(6)
+            print(CODE_NOTE.format(endpoint=f"{host}:{port}"), file=sys.stderr)
     try:  # the port taken would be a traceback from deep in asyncio; say it first
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -108,4 +152,4 @@ def serve(app_args: list[str], host: str | None, port: int, expose: bool,
     except OSError as exc:
         raise SpecchatError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
     history_dir = Path(tempfile.mkdtemp(prefix="specchat-serve-"))
-    TabServer(app_args, host, port, max_sessions, history_dir).serve()
+    return TabServer(app_args, host, port, max_sessions, history_dir, code)

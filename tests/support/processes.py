@@ -114,15 +114,13 @@ def make_wheel(folder: Path, name: str, version: str, member: str, payload: byte
 
 def llama_server_binary() -> Path | None:
     """llama.cpp's own `llama-server`, built from the installed llama-cpp-python's vendored
-    source (`python -m benchmarks.tools llama-server`; .ci/run does it), or $SPECCHAT_LLAMA_SERVER."""
+    source (`./install.sh --dev` builds it), or $SPECCHAT_LLAMA_SERVER."""
     if os.environ.get("SPECCHAT_LLAMA_SERVER"):
         return Path(os.environ["SPECCHAT_LLAMA_SERVER"])
-    import llama_cpp
+    from specchat.llama_tools import built
 
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specchat"
-    path = (cache / "llama.cpp" / f"llama_cpp_python-{llama_cpp.__version__}" / "vendor" /
-            "llama.cpp" / "build" / "bin" / "llama-server")
-    return path if path.exists() else None
+    folder = built(("llama-server",))
+    return folder / "llama-server" if folder else None
 
 
 class LlamaServer:

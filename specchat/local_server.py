@@ -68,9 +68,13 @@ def plan(binary: Path, target: str, draft: str, k: int, slots: int, ctx: int, ho
     if draft.startswith("ngram+"):
         raise SpecchatError(f"--draft {draft}: a llama-server drafts with a model or with "
                             "n-gram lookup, not both; give one")
-    model = None if draft in ("none", "ngram") else resolve_model(draft, "draft")
-    return ServerPlan(binary, resolve_model(target, "target"), model, draft == "ngram", k,
-                      slots, ctx, host, port, threads, extra)
+    files = [resolve_model(target, "target")] + (
+        [] if draft in ("none", "ngram") else [resolve_model(draft, "draft")])
+    for path in files:
+        if not path.is_file():
+            raise SpecchatError(f"{path}: no such model file")
+    return ServerPlan(binary, files[0], files[1] if len(files) > 1 else None, draft == "ngram",
+                      k, slots, ctx, host, port, threads, extra)
 
 
 def port_free(host: str, port: int) -> None:

@@ -35,6 +35,7 @@ EXPOSED_WARNING = (
     "given). Use it only on a network you trust, such as a workshop room's.")
 
 
+COOKIE = "specchat_room"
 CODE_NOTE = (
     "note: specchat serve at {endpoint} lets in only requests with this room's access code, "
     "which the address below carries: share that address with the room only (--open drops the "
@@ -65,7 +66,9 @@ class TabServer(Server):
         """The room's access code (None: anyone who reaches the port gets in)."""
 
     def admits(self, request: web.Request) -> bool:
-        given = request.query.get("code", "")
+        """The page with the code in its address; its websocket with the cookie the page set
+        (textual-serve's page adds its own query to the websocket's URL)."""
+        given = request.query.get("code") or request.cookies.get(COOKIE, "")
         return self.code is None or hmac.compare_digest(given.encode(), self.code.encode())
 
     def address(self, host: str) -> str:
@@ -86,8 +89,7 @@ class TabServer(Server):
 
     def _context(self, request: web.Request) -> dict[str, object]:
         origin = f"{request.scheme}://{request.host}"
-        websocket = ("wss" if request.scheme == "https" else "ws") + f"://{request.host}/ws" + (
-            f"?code={self.code}" if self.code else "")
+        websocket = ("wss" if request.scheme == "https" else "ws") + f"://{request.host}/ws"
         fontsize = request.query.get("fontsize", "16")
         return {"title": TITLE, "runs": self.what_tabs_run(), "static": f"{origin}/static/",
                 "app_websocket_url": websocket,
@@ -101,7 +103,10 @@ class TabServer(Server):
         if self.live >= self.max_sessions:
             return aiohttp_jinja2.render_template("full.html", request, self._context(request),
                                                   status=503)
-        return aiohttp_jinja2.render_template("app_index.html", request, self._context(request))
+        page = aiohttp_jinja2.render_template("app_index.html", request, self._context(request))
+        if self.code:
+            page.set_cookie(COOKIE, self.code, httponly=True, samesite="Strict")
+        return page
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         if not self.admits(request):  # no app process for a request without the code

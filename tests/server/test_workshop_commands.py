@@ -1,0 +1,170 @@
+"""The workshop commands as a host runs them, on the tiny pair with the real llama-server:
+`specchat llama-server` (the line to paste works, Ctrl-C leaves no process), `specchat room`
+(a tab with the room's code gets a reply drawn in the accepted colour; without it, a page
+saying to ask the host and no app process; Ctrl-C leaves no process; a taken port is one line
+and starts nothing), and `specchat models path`."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from support.browser import TRANSCRIPT, VIEWPORT, browser, colour_pixels, wait_for
+from support.processes import saved_messages, saved_replies, specchat, specchat_env
+
+from specchat.ui.theming import DEFAULT_TOKEN_COLOURS
+
+ACCEPTED = DEFAULT_TOKEN_COLOURS["spec-accepted"]
+
+
+def free_port(span: int = 3) -> int:
+    """A port with the `span` ports after it free too (a room takes three)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + span < 65536 and all(_free(port + i) for i in range(span)):
+            return port
+    raise AssertionError("no free ports")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+class Started:
+    """`specchat ARGS` in the foreground as a host runs it, read line by line."""
+
+    def __init__(self, tmp_path: Path, server_binary: Path, *args: str) -> None:
+        env = specchat_env(tmp_path) | {"SPECCHAT_LLAMA_SERVER": str(server_binary),
+                                        "TMPDIR": str(tmp_path)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "specchat", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=env, cwd=tmp_path)
+        self.lines: list[str] = []
+
+    def line(self, pattern: str) -> re.Match:
+        """Read stdout until a line matches `pattern`."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if found := re.search(pattern, line):
+                return found
+        raise AssertionError(f"no line matching {pattern!r}: {self.lines} "
+                             f"{self.proc.stderr.read() if self.proc.stderr else ''}")
+
+    def descendants(self) -> list[psutil.Process]:
+        return psutil.Process(self.proc.pid).children(recursive=True)
+
+    def interrupt(self) -> list[int]:
+        """Ctrl-C; the pids of every process it had started that are still alive after."""
+        started = self.descendants()
+        assert started, "it started no process"
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(60)
+        gone, alive = psutil.wait_procs(started, timeout=15)
+        return [p.pid for p in alive]
+
+
+def test_llama_server_prints_the_line_to_paste_and_ctrl_c_stops_both(server_binary, tiny,
+                                                                     tmp_path):
+    port = free_port()
+    started = Started(tmp_path, server_binary, "llama-server", "--target", str(tiny.target),
+                      "--draft", str(tiny.draft), "--port", str(port), "--baseline",
+                      "--threads", "1", "--ctx", "512")
+    try:
+        paste = started.line(r"^specchat (--server \S+ --baseline-server \S+)$").group(1)
+        assert paste == f"--server http://127.0.0.1:{port} --baseline-server " \
+                        f"http://127.0.0.1:{port + 1}"
+        servers = [p.cmdline() for p in started.descendants()]
+        assert len(servers) == 2
+        assert "--spec-type" in servers[0] and "draft-simple" in servers[0]
+        assert "-md" not in servers[1]
+        reply = specchat("ask", "count: one two three", *paste.split(), "--max-tokens", "12",
+                         "--temperature", "0", tmp_path=tmp_path)
+        assert reply.returncode == 0 and f"llama-server http://127.0.0.1:{port}" in reply.stderr
+        assert "draft server: speculating" in reply.stderr, reply.stderr
+    finally:
+        left = started.interrupt()
+    assert left == []
+
+
+def test_a_room_lets_in_a_tab_with_its_code_and_ctrl_c_leaves_nothing(server_binary, tiny,
+                                                                      tmp_path, chromium):
+    port = free_port()
+    room = Started(tmp_path, server_binary, "room", "--target", str(tiny.target), "--draft",
+                   str(tiny.draft), "--slots", "2", "--port", str(port), "--expose",
+                   "--threads", "1", "--ctx", "512", "--", "--max-tokens", "24",
+                   "--temperature", "0")
+    try:
+        code = room.line(r"^attendees open http://\S+:\d+/\?code=(\S+)$").group(1)
+        banner = room.line(r"^specchat serve on ")
+        histories = Path(re.search(r"histories go to (\S+?)\. ", banner.string).group(1))
+        with browser(chromium) as b:
+            stranger = b.new_page(viewport=VIEWPORT)
+            answer = stranger.goto(f"http://127.0.0.1:{port}/?code=wrong{code}")
+            assert answer.status == 403 and "Ask the host" in stranger.inner_text("body")
+            page = b.new_page(viewport=VIEWPORT)
+            assert page.goto(f"http://127.0.0.1:{port}/?code={code}").status == 200
+            history = wait_for(lambda: sorted(histories.glob("tab-*.sqlite3")),
+                               "a history file for the tab with the code")
+            assert len(history) == 1  # the stranger's page started no app
+            page.keyboard.type("count: one two three")
+            for _ in range(60):
+                page.keyboard.press("Enter")
+                try:
+                    wait_for(lambda: saved_messages(history[0], "user"), "", 0.5, 0.1)
+                    break
+                except AssertionError:
+                    pass
+            wait_for(lambda: [r for r in saved_replies(history[0]) if r[1]],
+                     "a complete reply from the room's llama-server", timeout=120)
+            wait_for(lambda: colour_pixels(page.screenshot(), ACCEPTED, TRANSCRIPT) > 0,
+                     "the reply's accepted drafts in the accepted colour")
+    finally:
+        left = room.interrupt()
+    assert left == []
+
+
+def test_a_room_on_a_taken_port_is_one_line_and_starts_nothing(server_binary, tiny, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "specchat", "room", "--target", str(tiny.target), "--draft",
+             str(tiny.draft), "--port", str(port)], capture_output=True, text=True, timeout=120,
+            env=specchat_env(tmp_path) | {"SPECCHAT_LLAMA_SERVER": str(server_binary)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"port {port} on 127.0.0.1 is taken" in done.stderr.splitlines()[-1]
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if str(tiny.target) in " ".join(p.info["cmdline"] or [])]
+
+
+@pytest.mark.parametrize("missing", ["target", "draft"])
+def test_a_missing_model_is_one_line(server_binary, tiny, tmp_path, missing):
+    paths = {"target": str(tiny.target), "draft": str(tiny.draft), missing: "nowhere.gguf"}
+    done = subprocess.run(
+        [sys.executable, "-m", "specchat", "llama-server", "--target", paths["target"],
+         "--draft", paths["draft"], "--port", str(free_port())], capture_output=True, text=True,
+        timeout=120, env=specchat_env(tmp_path) | {"SPECCHAT_LLAMA_SERVER": str(server_binary)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "nowhere.gguf" in done.stderr.splitlines()[-1]
+
+
+def test_models_path_names_the_file_for_scripts(tiny, tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    os.link(tiny.draft, models / "tiny-draft.gguf")
+    done = specchat("models", "path", "tiny-draft", tmp_path=tmp_path)
+    assert done.returncode == 0 and done.stdout == f"{models / 'tiny-draft.gguf'}\n"
+    missing = specchat("models", "path", "nope", tmp_path=tmp_path)
+    assert missing.returncode == 2 and "unknown model 'nope'" in missing.stderr

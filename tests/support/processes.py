@@ -4,12 +4,17 @@ an RPC server, a local package index's wheels."""
 from __future__ import annotations
 
 import os
+import re
+import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import time
 import zipfile
 from pathlib import Path
+
+import psutil
 
 
 def specchat_env(tmp_path: Path) -> dict[str, str]:
@@ -162,3 +167,53 @@ class LlamaServer:
         self.proc.kill()
         self.proc.wait(10)
         self.log.close()
+
+
+def free_port(span: int = 3) -> int:
+    """A port with the `span` ports after it free too (a room takes three)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + span < 65536 and all(_free(port + i) for i in range(span)):
+            return port
+    raise AssertionError("no free ports")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+class Started:
+    """`specchat ARGS` in the foreground as a host runs it, read line by line."""
+
+    def __init__(self, tmp_path: Path, server_binary: Path, *args: str) -> None:
+        env = specchat_env(tmp_path) | {"SPECCHAT_LLAMA_SERVER": str(server_binary),
+                                        "TMPDIR": str(tmp_path)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "specchat", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=env, cwd=tmp_path)
+        self.lines: list[str] = []
+
+    def line(self, pattern: str) -> re.Match:
+        """Read stdout until a line matches `pattern`."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if found := re.search(pattern, line):
+                return found
+        raise AssertionError(f"no line matching {pattern!r}: {self.lines} "
+                             f"{self.proc.stderr.read() if self.proc.stderr else ''}")
+
+    def descendants(self) -> list[psutil.Process]:
+        return psutil.Process(self.proc.pid).children(recursive=True)
+
+    def interrupt(self) -> list[int]:
+        """Ctrl-C; the pids of every process it had started that are still alive after (it
+        has exited itself, or this fails)."""
+        started = self.descendants()
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(60)
+        gone, alive = psutil.wait_procs(started, timeout=15)
+        return [p.pid for p in alive]

@@ -117,3 +117,18 @@ def test_models_path_names_the_file_for_scripts(tiny, tmp_path):
     assert done.returncode == 0 and done.stdout == f"{models / 'tiny-draft.gguf'}\n"
     missing = specchat("models", "path", "nope", tmp_path=tmp_path)
     assert missing.returncode == 2 and "unknown model 'nope'" in missing.stderr
+
+
+def test_a_llama_server_too_old_for_the_client_is_refused_in_one_line(tiny, tmp_path):
+    old = tmp_path / "llama-server"
+    old.write_text("#!/bin/sh\n[ \"$1\" = --version ] && echo 'version: 2100 (old)' && exit 0\n"
+                   "echo '--draft-max N   tokens to draft'\n")
+    old.chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, "-m", "specchat", "llama-server", "--target", str(tiny.target),
+         "--draft", str(tiny.draft)], capture_output=True, text=True, timeout=120,
+        env=specchat_env(tmp_path) | {"SPECCHAT_LLAMA_SERVER": str(old)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "version: 2100 (old)" in last and "older than specchat needs" in last
+    assert "--spec-type" in last

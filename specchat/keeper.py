@@ -92,11 +92,11 @@ class ModelKeeper:
         time); if the new one fails to load, the old one loads there again at its next turn."""
         _let_go(engine.target)
         target = load_target(choice, self.settings.models)
-        drafter, reason = fit_drafter(target, engine.drafter)
+        drafter, note = fit_drafter(target, engine.drafter)
         engine.target.close()
         fresh = speculative_engine(target, drafter, engine.sampling, engine.draft_settings,
                                    engine.rng)
-        return fresh, f"; draft set to none: {reason}" if reason else ""
+        return fresh, note
 
     def configure(self, engine: SpeculativeEngine) -> None:
         """Apply the sampling and draft settings to the engine from its next turn on."""

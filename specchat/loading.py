@@ -20,6 +20,7 @@ from specchat.engine.backend import Backend
 from specchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
+from specchat.engine.text_drafter import TextDrafter, round_trips
 from specchat.errors import CacheTruncationError, IncompatibleDraftError, SpecchatError
 from specchat.settings import BACKENDS, ModelOptions, Settings
 
@@ -85,26 +86,42 @@ def load_drafter(
         return ngram
     if choice.startswith("ngram+"):
         model = load_drafter(choice.removeprefix("ngram+"), target, sampling, rng, options, catalog)
-        if not isinstance(model, ModelDrafter):
+        if not isinstance(model, ModelDrafter | TextDrafter):
             raise SpecchatError(f"{choice}: after 'ngram+' name a draft model (a GGUF path, a "
                                 "catalog name or 'default')")
         return CombinedDrafter(ngram, model)
     path = resolve_model(choice, "draft", catalog)
     _own_servers(options)
     headers = path.suffix == ".gguf" and target.path.suffix == ".gguf"
-    if headers:  # judged from the headers, before any weights load
-        _compatible(compat.check(target.path, path), path, target)
+    verdict = compat.check(target.path, path) if headers else None
+    if verdict is not None and not verdict.as_text:  # judged before any weights load
+        _compatible(verdict, path, target)
     backend = load_model(path, options, target.n_ctx, options.draft_gpu_layers, options.draft_rpc,
                          options.draft_threads)
-    if not headers:
+    if verdict is None:
         verdict = compat.check_loaded(target, backend)
-        if not verdict.ok:
+        if not verdict.ok and not verdict.as_text:
             backend.close()
-        _compatible(verdict, path, target)
+            _compatible(verdict, path, target)
     if not backend.can_truncate:
         backend.close()
         raise CacheTruncationError(backend.name)
-    return ModelDrafter(backend, sampling, rng)
+    if verdict.ok:
+        return ModelDrafter(backend, sampling, rng)
+    return _as_text(backend, target, sampling, rng)
+
+
+def _as_text(backend: Backend, target: Backend, sampling: SamplingParams,
+             rng: np.random.Generator) -> TextDrafter:
+    """A draft with another vocabulary drafting as text, where both tokenizers give text back
+    unchanged; else one line saying which does not (the draft's model is freed)."""
+    broken = [m.name for m in (target, backend) if not round_trips(m)]
+    if broken:
+        backend.close()
+        raise IncompatibleDraftError(
+            f"{backend.name} cannot draft for {target.name}: another vocabulary, and "
+            f"{broken[0]}'s tokenizer does not give text back unchanged")
+    return TextDrafter(backend, target, sampling, rng)
 
 
 def _own_servers(options: ModelOptions) -> None:
@@ -139,22 +156,44 @@ def _compatible(verdict: compat.Compatibility, path: Path, target: Backend) -> N
 
 
 def fit_drafter(target: Backend, drafter: Drafter) -> tuple[Drafter, str]:
-    """The drafter if it can draft for `target`, else no drafter and the reason (the old
-    drafter's model is freed then)."""
+    """The drafter if it can draft for `target` (a draft model with another vocabulary drafting
+    as text), else no drafter (the old drafter's model freed); and what the status line adds."""
     model = drafter.model
     reason = ""
-    if model is not None and model.path.suffix == ".gguf" and target.path.suffix == ".gguf":
-        verdict = compat.check(target.path, model.path)
-        reason = "" if verdict.ok else verdict.reason
-    elif model is not None:
-        verdict = compat.check_loaded(target, model)
-        reason = "" if verdict.ok else verdict.reason
-    if not reason and drafter.name != "none" and not target.can_truncate:
+    if drafter.name != "none" and not target.can_truncate:
         reason = CacheTruncationError.REASON
+    elif model is not None:
+        verdict = compat.check(target.path, model.path) if (
+            model.path.suffix == ".gguf" and target.path.suffix == ".gguf") else \
+            compat.check_loaded(target, model)
+        reason = "" if verdict.ok or verdict.as_text else verdict.reason
+        if not reason:
+            return _refit(drafter, target, verdict.ok)
     if not reason:
         return drafter, ""
     drafter.close()
-    return NoDrafter(), reason
+    return NoDrafter(), f"; draft set to none: {reason}"
+
+
+def _refit(drafter: Drafter, target: Backend, same_vocabulary: bool) -> tuple[Drafter, str]:
+    """A model drafter for a new target: by tokens where the vocabularies match, else as text
+    (the n-gram half of a combined drafter kept)."""
+    inner = drafter.drafter if isinstance(drafter, CombinedDrafter) else drafter
+    if not isinstance(inner, ModelDrafter | TextDrafter):
+        return drafter, ""
+    if same_vocabulary:
+        fitted: ModelDrafter | TextDrafter = (inner if isinstance(inner, ModelDrafter) else
+                                              ModelDrafter(inner.backend, inner.sampling,
+                                                           inner.rng))
+    else:
+        try:
+            fitted = _as_text(inner.backend, target, inner.sampling, inner.rng)
+        except IncompatibleDraftError as exc:
+            return NoDrafter(), f"; draft set to none: {exc}"
+    note = "" if same_vocabulary else "; another vocabulary: the draft drafts as text"
+    if isinstance(drafter, CombinedDrafter):
+        return CombinedDrafter(drafter.ngram, fitted), note
+    return fitted, note
 
 
 def build_engine(settings: Settings) -> SpeculativeEngine:

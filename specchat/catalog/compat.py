@@ -34,6 +34,23 @@ class Compatibility:
     rule: str
     """Which rule decided: memory, vocab_type, special_tokens, vocab_size, token_text, or ok."""
 
+    @property
+    def as_text(self) -> bool:
+        """Refused only for another vocabulary of the same type: such a draft can still draft
+        as text (engine/text_drafter.py)."""
+        return not self.ok and self.rule in AS_TEXT_RULES
+
+    @property
+    def drafting(self) -> str:
+        """How the draft would draft, in words (the menus)."""
+        return f"another vocabulary: drafted as text ({self.reason})" if self.as_text else \
+            self.reason
+
+
+AS_TEXT_RULES = frozenset({"vocab_size", "token_text", "special_tokens"})
+"""Another vocabulary type (SentencePiece against BPE) is still refused: its text round trip
+differs (leading spaces) and a tokenizer without byte fallback can abort llama.cpp."""
+
 
 def _specials(info: GGUFInfo) -> dict[str, object]:
     model = info.get("tokenizer.ggml.model")

@@ -19,6 +19,7 @@ import numpy as np
 from specchat.engine import kvsync
 from specchat.engine.backend import Backend
 from specchat.engine.sampling import SamplingParams, row_summary, sample
+from specchat.engine.text_drafter import TextDrafter
 from specchat.engine.types import Draft, Plan
 
 
@@ -185,7 +186,7 @@ class CombinedDrafter:
     use, the draft model's otherwise (llama.cpp runs its speculation types in priority order the
     same way): one setting for chat and for editing."""
 
-    def __init__(self, ngram: NgramDrafter, drafter: ModelDrafter) -> None:
+    def __init__(self, ngram: NgramDrafter, drafter: ModelDrafter | TextDrafter) -> None:
         self.ngram, self.drafter = ngram, drafter
         self.name = f"{ngram.name}+{drafter.name}"
 

@@ -44,8 +44,8 @@ def draft_choices(target: Path) -> list[ModelChoice]:
             continue
         try:
             verdict = compat.check(target, path)
-            choices.append(ModelChoice(str(path), path.stem, verdict.ok, verdict.reason,
-                                       layout_note(records, path, "draft")))
+            choices.append(ModelChoice(str(path), path.stem, verdict.ok or verdict.as_text,
+                                       verdict.drafting, layout_note(records, path, "draft")))
         except ModelFileError as exc:
             choices.append(ModelChoice(str(path), path.stem, False, str(exc)))
     choices += [ModelChoice(f"ngram+{c.value}", f"combined: n-gram first, then {c.label}", True, "")
@@ -67,7 +67,8 @@ def target_choices(draft: Path | None) -> list[ModelChoice]:
         note = ""
         if draft is not None and path != draft.resolve():
             verdict = compat.check(path, draft)
-            note = "" if verdict.ok else f"the draft falls back to none: {verdict.reason}"
+            note = "" if verdict.ok else verdict.drafting if verdict.as_text else \
+                f"the draft falls back to none: {verdict.reason}"
         choices.append(ModelChoice(str(path), f"{path.stem} ({info.quantization}, "
                                                f"{info.file_size / 1e9:.2f} GB)", True, note,
                                    layout_note(records, path, "target")))

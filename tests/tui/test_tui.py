@@ -220,7 +220,7 @@ def test_a_long_conversation_keeps_going_and_says_what_the_model_no_longer_sees(
     run_async(scenario)
 
 
-def test_changing_the_target_keeps_the_chat_and_drops_a_draft_that_no_longer_fits(
+def test_changing_the_target_keeps_the_chat_and_a_draft_of_another_vocabulary_drafts_as_text(
         tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tiny.target.parent))
     app = make_app(tiny, tmp_path)
@@ -234,8 +234,9 @@ def test_changing_the_target_keeps_the_chat_and_drops_a_draft_that_no_longer_fit
             await until(pilot, lambda: not app.chat_screen.query_one(PromptInput).disabled)
             await pilot.pause()  # Textual moves the focus after the handler that asked for it
             assert app.chat_screen.query_one(PromptInput).has_focus  # typing goes to the input again
-            assert app.chat_screen.chat.session.engine.drafter.name == "none"
-            assert "draft set to none: token 40 differs" in str(app.chat_screen.query_one("#status").render())
+            assert app.chat_screen.chat.session.engine.drafter.name == "tiny-draft (as text)"
+            assert "another vocabulary: the draft drafts as text" in str(
+                app.chat_screen.query_one("#status").render())
             await say(app, pilot, "after")
             assert [m[0] for m in app.chat_screen.chat.session.conversation.messages] == ["user", "assistant"] * 2
     run_async(scenario)

@@ -1,0 +1,149 @@
+"""A draft model with another vocabulary drafting as text, on tiny real GGUFs with two
+vocabularies: greedy replies equal target-only (up to a near-tie) over prompts, the UTF-8
+boundaries over texts, the draft's cache kept across rounds, and sampling that follows the
+target's distribution (chi-square, beside a wrong-rule control)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.checks import (
+    SAMPLING,
+    calibrated_near_tie,
+    check_greedy_rule,
+    expected_pairs,
+    pair_chi_square_p,
+    sampled_pairs,
+)
+from support.models import GREEDY, load, prompt_ids, run
+
+from specchat.engine.events import RoundEvent
+from specchat.engine.loop import DraftSettings, SpeculativeEngine
+from specchat.engine.text_drafter import (
+    TextDrafter,
+    decode,
+    encode,
+    incomplete_tail,
+    round_trips,
+    valid_text,
+)
+
+
+@pytest.fixture(scope="module")
+def text_pair(models, tmp_path_factory):
+    """The tiny target (recording) and a draft with another vocabulary: the tiny draft's
+    weights (the target's plus noise) with two token texts swapped, so the same text is other
+    token ids (llama.cpp's rule refuses it: token 40 differs) while the model mostly agrees."""
+    from support.tinymodels import TinySpec, write_tiny_gguf
+
+    path = tmp_path_factory.mktemp("text") / "tiny-draft-swapped.gguf"
+    base = write_tiny_gguf(tmp_path_factory.mktemp("base") / "t.gguf", TinySpec(seed=0))
+    write_tiny_gguf(path, TinySpec(seed=1, base=base, noise=0.08, swap_tokens=(40, 41)))
+    other = load(path)
+    yield models[0], other
+    other.close()
+
+
+@pytest.fixture(scope="module")
+def near_tie(models) -> float:
+    return calibrated_near_tie(models[0], floor=1e-3)
+
+
+@given(st.text(max_size=12))
+def test_incomplete_tail_finds_a_cut_character(text):
+    data = text.encode()
+    assert incomplete_tail(data) == 0
+    for cut in range(1, len(data)):
+        head = data[:cut]
+        tail = incomplete_tail(head)
+        head[:len(head) - tail].decode()  # what is left decodes
+        if tail:
+            with pytest.raises(UnicodeDecodeError):
+                head.decode()
+
+
+def test_both_tiny_vocabularies_round_trip_text_and_differ(text_pair):
+    target, other = text_pair
+    assert round_trips(target) and round_trips(other)
+    text = "(" + ")" * 3
+    assert encode(target, text) != encode(other, text)
+    assert decode(target, encode(target, text)) == decode(other, encode(other, text))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(text=st.sampled_from(["hello world", "the cat sat on", "(a (b) c)", "0123456789",
+                             "speculative decoding", "ÄÖÜ é 日本語"]), k=st.integers(1, 5))
+def test_greedy_drafting_as_text_matches_target_only_up_to_a_near_tie(text_pair, near_tie, text, k):
+    target, other = text_pair
+    drafter = TextDrafter(other, target, GREEDY, np.random.default_rng(0))
+    check_greedy_rule(target, drafter, prompt_ids(target, text), k, False, near_tie)
+
+
+def test_the_draft_proposes_target_tokens_and_keeps_its_cache(text_pair):
+    target, other = text_pair
+    drafter = TextDrafter(other, target, GREEDY, np.random.default_rng(0))
+    engine = SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=3))
+    prompt = prompt_ids(target, "f(x) = (y)")
+    events, turn = run(engine, prompt, max_tokens=24)
+    rounds = [e for e in events if isinstance(e, RoundEvent) and e.drafted]
+    assert rounds and turn.n_drafted > 0 and turn.n_accepted > 0
+    # the draft's cache holds the conversation in its own tokens (bytes that are not UTF-8
+    # read as U+FFFD there), not the target's ids
+    text = decode(target, target.tokens).decode(errors="replace").encode()
+    held = decode(other, other.tokens)
+    assert len(held) > len("f(x) = (y)") and text.startswith(held)
+    assert other.tokens[:len(prompt)] != prompt
+    assert drafter.encode_s > 0
+
+
+def test_sampling_while_drafting_as_text_follows_the_target_distribution(text_pair):
+    """The proposal is a point mass, so the p/q rule keeps the target's distribution. (The
+    wrong-rule control of the same-vocabulary test has no power here: the tiny models' flat
+    distributions, and drafts in about a sixth of the rounds.)"""
+    target, other = text_pair
+    ids = prompt_ids(target, "hello world")  # where the draft writes whole characters often
+    expected = expected_pairs(target, ids)
+    rng = np.random.default_rng(11)
+    drafter = TextDrafter(other, target, SAMPLING, rng)
+    proposed = []
+    propose = drafter.propose
+    drafter.propose = lambda committed, plan: proposed.append(propose(committed, plan)) \
+        or proposed[-1]  # type: ignore[method-assign]
+    engine = SpeculativeEngine(target, drafter, SAMPLING, DraftSettings(k=2), rng)
+    p_value = pair_chi_square_p(sampled_pairs(engine, target, ids, 3000), expected)
+    assert p_value > 1e-4
+    assert sum(1 for d in proposed if d.tokens) > 300  # it drafted, often
+
+
+@given(st.text(max_size=8), st.binary(max_size=6))
+def test_a_continuation_is_cut_before_a_cut_or_broken_character(text, junk):
+    data = text.encode() + junk
+    valid = valid_text(data)
+    assert data.startswith(valid.encode()) and valid.startswith(text[:0])
+    assert len(valid.encode()) >= len(text.encode()) or not data.decode(errors="ignore")
+
+
+def test_a_new_target_of_another_vocabulary_type_drops_the_draft_with_the_reason(tiny):
+    """SentencePiece against BPE is still refused (judged from the headers): the draft falls
+    back to none and its model is freed; one of the same type keeps drafting, as text."""
+    from specchat.engine.drafters import ModelDrafter, NoDrafter
+    from specchat.loading import fit_drafter
+
+    target, spm, other = load(tiny.target), load(tiny.spm_vocab), load(tiny.other_vocab)
+    try:
+        drafter = ModelDrafter(load(tiny.draft), GREEDY, np.random.default_rng(0))
+        fitted, note = fit_drafter(other, drafter)
+        assert isinstance(fitted, TextDrafter) and fitted.target is other
+        assert note == "; another vocabulary: the draft drafts as text"
+        dropped, note = fit_drafter(spm, fitted)
+        assert isinstance(dropped, NoDrafter) and "vocabulary types differ" in note
+        back, note = fit_drafter(target, ModelDrafter(load(tiny.draft), GREEDY,
+                                                      np.random.default_rng(0)))
+        assert isinstance(back, ModelDrafter) and note == ""
+        back.close()
+    finally:
+        for model in (target, spm, other):
+            model.close()

@@ -67,7 +67,8 @@ def add_parser(sub: Any, defaults: Settings) -> argparse.ArgumentParser:
     schema.add_arguments(p, defaults, sections=("models",), skip=("draft",))
     p.add_argument("--draft", action="append", default=None, metavar="DRAFT",
                    help="a drafter to try, as --draft takes it (repeatable; default: default, "
-                        "ngram, ngram+default)")
+                        "ngram, ngram+default, and each installed catalog model that drafts "
+                        "as text for the target)")
     p.add_argument("--prompts", type=Path, default=None,
                    help="a prompts file ([[prompt]] category, name, text); default: the first "
                         "prompt of each category of the built-in suite")
@@ -75,6 +76,24 @@ def add_parser(sub: Any, defaults: Settings) -> argparse.ArgumentParser:
     p.add_argument("--save", action="store_true", help="make the recommendation the default")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
+
+
+def default_drafts(target: str) -> list[str]:
+    """The default pair's draft, n-gram lookup and both combined, and each installed catalog
+    model with another vocabulary that drafts as text for `target` (engine/text_drafter.py)."""
+    from specchat.catalog import compat
+    from specchat.catalog.catalog import Catalog, installed_path, resolve_model
+
+    drafts = ["default", "ngram", "ngram+default"]
+    try:
+        path = resolve_model(target, "target")
+        catalog = Catalog.load()
+        for name, model in catalog.models.items():
+            if (found := installed_path(model)) and compat.check(path, found).as_text:
+                drafts.append(name)
+    except SpecchatError:
+        pass  # the target's own error comes when it loads
+    return drafts
 
 
 def draft_lengths(shape: Sequence[float]) -> list[int]:
@@ -244,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
     from specchat import settings as schema
 
     settings = schema.from_args(args, skip=("draft",))
-    drafts = args.draft or ["default", "ngram", "ngram+default"]
+    drafts = args.draft or default_drafts(args.target)
     prompts = calibration_prompts(args.prompts)
     err = Console(stderr=True)
     with Progress(console=err, transient=True, disable=args.json) as progress:

@@ -79,3 +79,21 @@ def test_tune_save_makes_the_recommendation_the_default(tiny, tmp_path):
     turn = json.loads(ask.stdout.splitlines()[-1])
     assert turn["draft"] == "none" if draft == "none" else turn["draft"].startswith("ngram")
     assert turn["policy"].startswith(policy)
+
+
+def test_tune_tries_each_installed_model_that_drafts_as_text(tiny, tmp_path, monkeypatch):
+    """A catalog model with another vocabulary is among the drafters tune tries by default."""
+    import os
+
+    from specchat.catalog.catalog import Catalog
+    from specchat.tune import default_drafts
+
+    catalog = Catalog.load()
+    models = tmp_path / "models"
+    models.mkdir()
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(models))
+    monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
+    os.link(tiny.target, models / catalog.models[catalog.pairs["default"]["target"]].file)
+    assert default_drafts("default") == ["default", "ngram", "ngram+default"]
+    os.link(tiny.other_vocab, models / catalog.models["smollm2-135m-instruct-q4_1"].file)
+    assert default_drafts("default")[3:] == ["smollm2-135m-instruct-q4_1"]

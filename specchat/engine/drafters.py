@@ -18,6 +18,7 @@ import numpy as np
 
 from specchat.engine import kvsync
 from specchat.engine.backend import Backend
+from specchat.engine.draft_model import DraftModel
 from specchat.engine.sampling import SamplingParams, row_summary, sample
 from specchat.engine.text_drafter import TextDrafter
 from specchat.engine.types import Draft, Plan
@@ -74,29 +75,13 @@ class NoDrafter(_NoModel):
         pass
 
 
-class ModelDrafter:
+class ModelDrafter(DraftModel):
     """A small model that shares the target's vocabulary proposes up to k tokens, stopping
     where the plan no longer keeps a token given the draft's top probability."""
 
     def __init__(self, backend: Backend, sampling: SamplingParams, rng: np.random.Generator) -> None:
-        self.backend = backend
+        super().__init__(backend, sampling, rng)
         self.name = backend.name
-        self.sampling = sampling
-        self.rng = rng
-
-    @property
-    def passes(self) -> int:
-        return self.backend.passes
-
-    @property
-    def model(self) -> Backend:
-        return self.backend
-
-    def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
-        self.sampling, self.rng = sampling, rng
-
-    def close(self) -> None:
-        self.backend.close()
 
     def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
         todo = kvsync.pending(self.backend, committed)

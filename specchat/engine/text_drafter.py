@@ -21,6 +21,7 @@ import numpy as np
 
 from specchat.engine import kvsync
 from specchat.engine.backend import Backend
+from specchat.engine.draft_model import DraftModel
 from specchat.engine.sampling import SamplingParams, row_summary, sample
 from specchat.engine.types import Draft, Plan
 
@@ -63,32 +64,18 @@ def round_trips(model: Backend, text: str = ROUND_TRIP) -> bool:
     return decode(model, encode(model, text)) == text.encode()
 
 
-class TextDrafter:
+class TextDrafter(DraftModel):
     """`backend` drafts for `target` (whose tokenizer it borrows, never its cache) as text."""
 
     def __init__(self, backend: Backend, target: Backend, sampling: SamplingParams,
                  rng: np.random.Generator) -> None:
-        self.backend, self.target = backend, target
+        super().__init__(backend, sampling, rng)
+        self.target = target
         self.name = f"{backend.name} (as text)"
-        self.sampling, self.rng = sampling, rng
         self._committed: list[int] = []
         self._text = b""
         self.encode_s = 0.0
         """Seconds spent re-encoding (both directions) so far."""
-
-    @property
-    def passes(self) -> int:
-        return self.backend.passes
-
-    @property
-    def model(self) -> Backend:
-        return self.backend
-
-    def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
-        self.sampling, self.rng = sampling, rng
-
-    def close(self) -> None:
-        self.backend.close()
 
     def release(self, committed: Sequence[int]) -> None:
         pass  # the next proposal re-encodes the conversation and keeps the common prefix

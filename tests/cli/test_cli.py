@@ -122,12 +122,14 @@ def test_ctrl_c_while_the_main_thread_prints_stops_the_reply_not_specchat(tmp_pa
     """`chat` runs a turn in a worker (cli.in_worker) while the main thread prints and saves
     what comes: Ctrl-C that lands while the main thread is busy with a token stops the reply
     (the turn ends `cancelled`, its reply kept) instead of ending specchat with
-    KeyboardInterrupt. Ctrl-C after the turn is the terminal's again."""
+    KeyboardInterrupt. Ctrl-C after the turn is the terminal's again: the handler the turn
+    found (Python's own here, whatever earlier tests in this process left) is back."""
     model = tmp_path / "tiny-long.gguf"
     write_tiny_gguf(model, TinySpec(seed=0, n_ctx=65536))
     target = LlamaCppBackend(model, n_ctx=65536, n_threads=1)
     session = ChatSession(SpeculativeEngine(target, NgramDrafter(), GREEDY))
     events = []
+    found = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         for event in in_worker(lambda cancel: session.turn(
                 "tell me everything", GenerationSettings(max_tokens=60000), cancel)):
@@ -135,12 +137,14 @@ def test_ctrl_c_while_the_main_thread_prints_stops_the_reply_not_specchat(tmp_pa
                 os.kill(os.getpid(), signal.SIGINT)
                 sum(range(200_000))  # the handler runs here, in the main thread
             events.append(event)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(100):  # the signal may reach another thread first: the main thread's
+                time.sleep(0.05)  # handler runs at its next check, within these 5 s on any load
     finally:
+        signal.signal(signal.SIGINT, found)
         target.close()
     turn = turn_of(events)
     assert turn.stop_reason == "cancelled" and turn.n_tokens > 0
     assert session.conversation.messages[-1] == ("assistant", turn.text)
-    with pytest.raises(KeyboardInterrupt):
-        os.kill(os.getpid(), signal.SIGINT)
-        for _ in range(100):  # the signal may reach another thread first: the main thread's
-            time.sleep(0.05)  # handler runs at its next check, within these 5 s on any load

@@ -4,6 +4,7 @@ trace, and the verdict colours reach the screen's pixels."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from html import unescape
@@ -119,13 +120,18 @@ def test_serve_stays_on_loopback_unless_exposed_and_says_a_taken_port_in_one_lin
                                "Address already in use\n"
     finally:
         taken.stop()
-    proc = subprocess.Popen([sys.executable, "-m", "specchat", "serve", "--expose", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=specchat_env(tmp_path) | {"TMPDIR": str(tmp_path)})
-    try:
-        assert proc.stderr is not None and proc.stdout is not None
-        assert "has no authentication" in proc.stderr.readline()
-        assert proc.stdout.readline().startswith("specchat serve on http://127.0.0.1:0 (attendees:")
-    finally:
-        proc.kill()
-        proc.wait()
+    for flags, says, address in (
+            (["--expose"], "lets in only requests with this room's access code",
+             r"specchat serve on http://127\.0\.0\.1:0/\?code=\S+ \(attendees: http://\S+/\?code="),
+            (["--expose", "--open"], "has no authentication",
+             r"specchat serve on http://127\.0\.0\.1:0/ \(attendees: http://\S+/\)")):
+        proc = subprocess.Popen([sys.executable, "-m", "specchat", "serve", *flags, "--port", "0"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=specchat_env(tmp_path) | {"TMPDIR": str(tmp_path)})
+        try:
+            assert proc.stderr is not None and proc.stdout is not None
+            assert says in proc.stderr.readline()
+            assert re.match(address, proc.stdout.readline())
+        finally:
+            proc.kill()
+            proc.wait()

@@ -85,6 +85,10 @@ def _stay(servers: local_server.Servers) -> None:
     raise SpecchatError(why)
 
 
+def _pair(plan: local_server.ServerPlan) -> str:
+    return plan.target.name + (f" with draft {plan.draft.name}" if plan.draft else "")
+
+
 def _rest(args: list[str]) -> list[str]:
     return args[1:] if args[:1] == ["--"] else args
 
@@ -99,8 +103,7 @@ def run_llama_server(args: argparse.Namespace) -> int:
         err.print(f"warning: llama-server at {host}:{args.port} has no authentication: anyone "
                   "who can reach the port can use the models on this machine")
     logs = Path(tempfile.mkdtemp(prefix="specchat-llama-server-"))
-    err.print(f"starting {plan.target.name}" + (f" with draft {plan.draft.name}" if plan.draft
-                                                 else "") + f"; logs in {logs}")
+    err.print(f"starting {_pair(plan)}; logs in {logs}")
     servers, line = local_server.start_pair(plan, args.baseline, logs)
     try:
         print(line, flush=True)
@@ -121,9 +124,7 @@ def run_room(args: argparse.Namespace) -> int:
                              args.ctx, "127.0.0.1", args.port + 1, False)
     local_server.port_free("0.0.0.0" if args.expose else "127.0.0.1", args.port)
     logs = Path(tempfile.mkdtemp(prefix="specchat-room-"))
-    err.print(f"starting {plan.target.name}" + (f" with draft {plan.draft.name}" if plan.draft
-                                                 else "") + f" for {args.slots} tabs; logs in "
-                                                            f"{logs}")
+    err.print(f"starting {_pair(plan)} for {args.slots} tabs; logs in {logs}")
     servers, _ = local_server.start_pair(plan, True, logs)
     try:
         server = tab_server(["--server", plan.url(plan.port), "--baseline-server",

@@ -95,21 +95,27 @@ if [ "$client" = 1 ]; then
 fi
 
 
-# One wheel per llama-cpp-python version and build flags, kept between installs (the build
-# takes 7-8 minutes on two cores). pip's own wheel cache is bypassed: it keys on the sdist alone
-# and would hand back a wheel built with other CMAKE_ARGS.
-key=$(printf '%s %s %s' "$LLAMA_CPP_PYTHON" "$CMAKE_ARGS" "$("$py" -c 'import sys;print(sys.version_info[:2])')" | sha256sum | cut -c1-16)
+# One wheel per llama-cpp-python version, build flags and patches, kept between installs (the
+# build takes 7-8 minutes on two cores). pip's own wheel cache is bypassed: it keys on the sdist
+# alone and would hand back a wheel built with other CMAKE_ARGS. The wheel is built from the
+# sdist with patches/llama.cpp applied (specchat.llama_tools unpacks and patches it, and builds
+# llama.cpp's tools from the same source).
+patches=$("$py" -m specchat.llama_tools key)
+key=$(printf '%s %s %s %s' "$LLAMA_CPP_PYTHON" "$CMAKE_ARGS" "$("$py" -c 'import sys;print(sys.version_info[:2])')" "$patches" | sha256sum | cut -c1-16)
 cache="${SPECCHAT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/specchat/wheels}/$key"
 wheel=$(ls "$cache"/llama_cpp_python-*.whl 2>/dev/null | head -n1 || true)
 if [ -z "$wheel" ]; then
-  echo "building llama-cpp-python $LLAMA_CPP_PYTHON for $accel ($CMAKE_ARGS); this takes several minutes"
+  echo "building llama-cpp-python $LLAMA_CPP_PYTHON for $accel ($CMAKE_ARGS) with patches/llama.cpp; this takes several minutes"
   mkdir -p "$cache"
+  src=$(mktemp -d)
+  trap 'rm -rf "$src"' EXIT
+  root=$("$py" -m specchat.llama_tools unpack "$LLAMA_CPP_PYTHON" "$src")
   CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}" \
-    "$py" -m pip wheel --quiet --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$cache" \
-    "llama-cpp-python==$LLAMA_CPP_PYTHON"
+    "$py" -m pip wheel --quiet --no-cache-dir --no-deps -w "$cache" "$root"
   wheel=$(ls "$cache"/llama_cpp_python-*.whl | head -n1)
 fi
 "$py" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+"$py" -m specchat.llama_tools mark "$patches"  # what the app's timings are kept with
 "$py" -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
 echo "specchat installed in $venv (llama.cpp: $accel)"
 

@@ -6,6 +6,7 @@ client needs of it."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -18,6 +19,9 @@ from pathlib import Path
 from specchat.errors import SpecchatError
 
 ROOT = Path(__file__).resolve().parents[1]
+PATCHES = ROOT / "patches" / "llama.cpp"
+PATCHED = "specchat-patches"
+"""A file in an unpacked sdist naming the patches applied to it (their key)."""
 TOOLS = ("llama-bench", "llama-speculative-simple", "llama-server")
 NEEDED_FLAGS = ("--spec-type", "--spec-draft-n-max", "--spec-draft-model")
 """What specchat passes a llama-server: older builds took --draft-max and drafted unasked."""
@@ -30,56 +34,114 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specchat"
 
 
-def llama_source() -> Path:
-    """The vendored llama.cpp of the installed llama-cpp-python's sdist, unpacked once."""
+def patches() -> list[Path]:
+    """The changes specchat makes to llama.cpp's source, in the order they apply."""
+    return sorted(PATCHES.glob("*.patch"))
+
+
+def patches_key() -> str:
+    """The patches, hashed: a wheel or a tools build of other patches is another build."""
+    digest = hashlib.sha256()
+    for patch in patches():
+        digest.update(patch.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def installed_build() -> str:
+    """The llama.cpp build the app runs: llama-cpp-python's version and the key of the patches
+    install.sh built its wheel with (a mark it leaves in the package), or "unpatched". Timings
+    are kept with it: a curve timed on another build says nothing of this one."""
     try:
         import llama_cpp
     except ImportError:
-        raise SpecchatError("building llama.cpp's tools needs llama-cpp-python: run "
-                            "./install.sh (or give SPECCHAT_LLAMA_SERVER)") from None
-    version = llama_cpp.__version__
-    src = cache_dir() / "llama.cpp" / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
-    if not (src / "CMakeLists.txt").exists():
-        dl = cache_dir() / "src"
-        sdist = dl / f"llama_cpp_python-{version}.tar.gz"
-        if not sdist.exists():
-            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                            "--no-binary", ":all:", f"llama-cpp-python=={version}", "-d",
-                            str(dl)], check=True)
-        with tarfile.open(sdist) as tar:
-            members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name]
-            tar.extractall(cache_dir() / "llama.cpp", members=members, filter="data")
-    return src
+        return ""
+    mark = Path(llama_cpp.__file__).parent / PATCHED
+    return f"{llama_cpp.__version__}+{mark.read_text().strip() if mark.exists() else 'unpatched'}"
 
 
-def built(tools: tuple[str, ...] = TOOLS) -> Path | None:
-    """The folder holding `tools` if they were built already."""
+def unpack(version: str, into: Path, patched: bool = True) -> Path:
+    """The sdist of llama-cpp-python `version` (downloaded once) unpacked into `into` with the
+    patches applied to its vendored llama.cpp; returns the sdist's root. install.sh builds the
+    wheel from it, and the tools build from the same, so the app and llama.cpp's tools agree."""
+    dl = cache_dir() / "src"
+    sdist = dl / f"llama_cpp_python-{version}.tar.gz"
+    if not sdist.exists():
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                        "--no-binary", ":all:", f"llama-cpp-python=={version}", "-d", str(dl)],
+                       check=True)
+    into.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(sdist) as tar:
+        tar.extractall(into, filter="data")
+    root = into / f"llama_cpp_python-{version}"
+    # the ceiling keeps git from taking a repository above `into` for the one to patch
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(into.resolve())}
+    for patch in patches() if patched else []:
+        done = subprocess.run(["git", "apply", "-p1", str(patch)], cwd=root / "vendor" / "llama.cpp",
+                              env=env, capture_output=True, text=True)
+        if done.returncode:
+            raise SpecchatError(f"patch {patch.name} does not apply to llama-cpp-python {version}: "
+                                f"{done.stderr.strip()}")
+    if patched:
+        (root / PATCHED).write_text(patches_key())
+    return root
+
+
+def _tools_root() -> Path | None:
     try:
         import llama_cpp
     except ImportError:
         return None
-    bin_dir = (cache_dir() / "llama.cpp" / f"llama_cpp_python-{llama_cpp.__version__}" /
-               "vendor" / "llama.cpp" / "build" / "bin")
+    return cache_dir() / "llama.cpp" / f"llama_cpp_python-{llama_cpp.__version__}"
+
+
+def _patched(root: Path) -> bool:
+    return (root / PATCHED).exists() and (root / PATCHED).read_text().strip() == patches_key()
+
+
+def llama_source() -> Path:
+    """The vendored llama.cpp of the installed llama-cpp-python's sdist, unpacked once with the
+    patches; unpacked again (its build with it) when the patches changed."""
+    root = _tools_root()
+    if root is None:
+        raise SpecchatError("building llama.cpp's tools needs llama-cpp-python: run "
+                            "./install.sh (or give SPECCHAT_LLAMA_SERVER)")
+    if not _patched(root):
+        shutil.rmtree(root, ignore_errors=True)
+        unpack(root.name.removeprefix("llama_cpp_python-"), root.parent)
+    return root / "vendor" / "llama.cpp"
+
+
+def built(tools: tuple[str, ...] = TOOLS) -> Path | None:
+    """The folder holding `tools` if they were built already from the patched source."""
+    root = _tools_root()
+    if root is None or not _patched(root):
+        return None
+    bin_dir = root / "vendor" / "llama.cpp" / "build" / "bin"
     return bin_dir if all((bin_dir / t).exists() for t in tools) else None
 
 
 def build_tools(tools: tuple[str, ...] = TOOLS, progress: Progress | None = None) -> Path:
     """The folder holding `tools`, built in one cmake tree of the vendored source where they
-    are missing; the build's output goes to a log file, which a failure names."""
+    are missing."""
     if (done := built(tools)) is not None:
         return done
-    src = llama_source()
+    return cmake_build(llama_source(), tools, progress)
+
+
+def cmake_build(src: Path, targets: tuple[str, ...], progress: Progress | None = None) -> Path:
+    """Build `targets` of the llama.cpp source `src` in its build folder with install.sh's
+    flags; the output goes to a log file, which a failure names. Returns the binaries' folder."""
     build = src / "build"
     if not (ROOT / "install.sh").exists():
         raise SpecchatError("building llama.cpp's tools needs a specchat checkout (install.sh "
                             "names this CPU's instruction sets); or give SPECCHAT_LLAMA_SERVER")
     flags = subprocess.run([str(ROOT / "install.sh"), "--print-cmake-args"], check=True,
                            capture_output=True, text=True).stdout.split()
-    log = cache_dir() / "llama.cpp" / "build-tools.log"
+    log = src.parent / "build-tools.log"
     steps = [["cmake", "-S", str(src), "-B", str(build), *flags, "-DCMAKE_BUILD_TYPE=Release",
               "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_UI=OFF",
               "-DLLAMA_OPENSSL=OFF"],
-             ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2), "--target", *tools]]
+             ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2), "--target", *targets]]
     with open(log, "w") as out:
         for step in steps:
             proc = subprocess.Popen(step, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -90,7 +152,7 @@ def build_tools(tools: tuple[str, ...] = TOOLS, progress: Progress | None = None
                 if progress and (m := re.match(r"\[\s*(\d+)%\]", line)):
                     progress(int(m.group(1)))
             if proc.wait():
-                raise SpecchatError(f"building {', '.join(tools)} failed (exit {proc.returncode}); "
+                raise SpecchatError(f"building {', '.join(targets)} failed (exit {proc.returncode}); "
                                     f"the build log is {log}")
     return build / "bin"
 
@@ -116,3 +178,26 @@ def find_server(progress: Progress | None = None) -> tuple[Path, str]:
                             f"has no {', '.join(missing)}; unset SPECCHAT_LLAMA_SERVER or take "
                             "it off the PATH, and specchat builds its own")
     return binary, line
+
+
+def main(argv: list[str]) -> int:
+    """install.sh's way in, before specchat is installed: `key` prints the patches' key,
+    `unpack VERSION DIR` prints the root of the patched sdist it unpacked there, and `mark KEY`
+    marks the installed llama-cpp-python as built with those patches."""
+    if argv[:1] == ["key"]:
+        print(patches_key())
+    elif argv[:1] == ["mark"] and len(argv) == 2:
+        import llama_cpp
+
+        (Path(llama_cpp.__file__).parent / PATCHED).write_text(argv[1])
+    elif argv[:1] == ["unpack"] and len(argv) == 3:
+        print(unpack(argv[1], Path(argv[2])))
+    else:
+        print("usage: python -m specchat.llama_tools key | unpack VERSION DIR | mark KEY",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,109 @@
+"""What specchat's llama.cpp patches (patches/llama.cpp) change, side by side in one run: the
+target's verify passes (logits for every row) timed with llama.cpp built from the unpatched
+source and with the installed wheel (built with the patches), in turn, and whether the two give
+the same bits (a benchmark, not a test; medians of --repeats runs of each, each run a median
+of five passes per size).
+
+    .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5
+
+The unpatched libraries are built once (libllama and ggml only, install.sh's flags, a few
+minutes) from the same sdist in ~/.cache/specchat/llama.cpp/unpatched; each side runs in its
+own process, the unpatched one through llama-cpp-python's LLAMA_CPP_LIB_PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks import arguments
+from specchat import llama_tools
+
+SIZES = (1, 2, 3, 4, 5, 8, 9, 12)
+PROMPT = "Write a Python module that implements a binary search tree with insert and delete."
+
+
+def unpatched_libraries(version: str) -> Path:
+    """The folder of libllama and ggml built from the sdist without specchat's patches."""
+    root = llama_tools.cache_dir() / "llama.cpp" / "unpatched"
+    src = root / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
+    if not (src / "CMakeLists.txt").exists():
+        llama_tools.unpack(version, root, patched=False)
+    bin_dir = src / "build" / "bin"
+    if not list(bin_dir.glob("libllama.so*")) and not list(bin_dir.glob("libllama.dylib")):
+        print("building the unpatched llama.cpp libraries once (a few minutes)", file=sys.stderr)
+        llama_tools.cmake_build(src, ("llama",))
+    return bin_dir
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """One side's run: ms a pass per size (median of five), and a digest of every row's logits."""
+    from specchat.loading import load_target
+
+    options = arguments.settings(args).models
+    target = load_target(options.target, options)
+    ids = target.tokenize(target.render_chat([("user", PROMPT)]))
+    target.eval(ids, len(ids) - 1)
+    base = len(target.tokens)
+    tokens = (ids * 16)[:max(SIZES)]
+    digest = hashlib.sha256()
+    ms = {}
+    for n in SIZES:
+        times = []
+        for _ in range(5):
+            target.truncate(base)
+            t0 = time.perf_counter()
+            rows = target.eval(tokens[:n], 0)
+            times.append(time.perf_counter() - t0)
+        digest.update(b"".join(row.tobytes() for row in rows))
+        ms[n] = statistics.median(times) * 1000
+    return {"ms": ms, "digest": digest.hexdigest()}
+
+
+def main() -> int:
+    ap = arguments.parser(__doc__, repeats=5)
+    ap.add_argument("--side", choices=("before", "after"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.side:
+        print(json.dumps(measure(args)))
+        return 0
+    import llama_cpp
+
+    before = unpatched_libraries(llama_cpp.__version__)
+    env_before = {**os.environ, "LLAMA_CPP_LIB_PATH": str(before),
+                  "LD_LIBRARY_PATH": f"{before}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    for r in range(args.repeats):
+        for side in (("before", "after") if r % 2 == 0 else ("after", "before")):
+            out = subprocess.run([sys.executable, "-m", "benchmarks.gemm_patch", *sys.argv[1:],
+                                  "--side", side], env=env_before if side == "before" else None,
+                                 capture_output=True, text=True, check=True).stdout
+            runs[side].append(json.loads(out.strip().splitlines()[-1]))
+    med = {side: {n: statistics.median(run["ms"][str(n)] for run in runs[side]) for n in SIZES}
+           for side in runs}
+    print(f"medians of {args.repeats} runs a side, each the median of 5 passes; "
+          f"patches {llama_tools.patches_key()}")
+    print("| tokens in the pass | " + " | ".join(map(str, SIZES)) + " |")
+    print("|---|" + "---|" * len(SIZES))
+    for side in ("before", "after"):
+        print(f"| ms, {side} | " + " | ".join(f"{med[side][n]:.0f}" for n in SIZES) + " |")
+    for side in ("before", "after"):
+        print(f"| single steps, {side} | "
+              + " | ".join(f"{med[side][n] / med[side][1]:.2f}" for n in SIZES) + " |")
+    print("| after / before | " + " | ".join(f"{med['after'][n] / med['before'][n]:.2f}"
+                                             for n in SIZES) + " |")
+    digests = {run["digest"] for side in runs for run in runs[side]}
+    print("logits of every pass the same bits before and after: "
+          + ("yes" if len(digests) == 1 else f"no ({len(digests)} digests)"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""specchat's patches to llama.cpp (patches/llama.cpp): they apply to the pinned sdist that
+install.sh builds the wheel from, and the Q4_0 GEMM they change gives a batch the logits of the
+same tokens taken one at a time (the 1-row GEMV path the patch leaves alone)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specchat import llama_tools
+from specchat.catalog.layout import Q4_0
+from specchat.errors import SpecchatError
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+
+def test_the_patches_apply_to_the_pinned_sdist_and_mark_it(tmp_path):
+    root = llama_tools.unpack(llama_cpp.__version__, tmp_path)
+    assert (root / llama_tools.PATCHED).read_text() == llama_tools.patches_key()
+    repack = root / "vendor/llama.cpp/ggml/src/ggml-cpu/arch/x86/repack.cpp"
+    assert "gemm_q4_0_8x8_q8_0_rows4_avx2" in repack.read_text()
+
+
+def test_a_patch_that_does_not_apply_is_named(tmp_path, monkeypatch):
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    (patches / "0001-wrong.patch").write_text(
+        "--- a/CMakeLists.txt\n+++ b/CMakeLists.txt\n@@ -1,1 +1,1 @@\n-no such line\n+nor this\n")
+    monkeypatch.setattr(llama_tools, "PATCHES", patches)
+    with pytest.raises(SpecchatError, match="0001-wrong.patch does not apply"):
+        llama_tools.unpack(llama_cpp.__version__, tmp_path / "src")
+
+
+@pytest.fixture(scope="module")
+def q4_0_model(tiny, tmp_path_factory):
+    """The tiny target re-laid in Q4_0 by llama.cpp's quantizer: its 64- and 128-wide matrices
+    are repacked, so a batch of 4 to 15 rows runs the patched four-row GEMM."""
+    from specchat.backends.quantize import quantize
+
+    out = tmp_path_factory.mktemp("q4_0") / "tiny.q4_0.gguf"
+    quantize(tiny.target, out, Q4_0)
+    return llama_cpp.Llama(str(out), n_ctx=256, logits_all=True, n_threads=2, verbose=False)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prefix=st.lists(st.integers(0, 255), min_size=1, max_size=20),
+       batch=st.lists(st.integers(0, 255), min_size=2, max_size=13))
+def test_a_q4_0_batch_gives_the_logits_of_its_tokens_one_at_a_time(q4_0_model, prefix, batch):
+    model = q4_0_model
+    model.reset()
+    model.eval(prefix)
+    model.eval(batch)
+    together = np.array(model.scores[len(prefix):model.n_tokens])
+    model.reset()
+    model.eval(prefix)
+    for token in batch:
+        model.eval([token])
+    alone = np.array(model.scores[len(prefix):model.n_tokens])
+    # llama.cpp's own batch rounding (attention over another shape, then activations rounded
+    # to 8 bits) moves a logit by up to about 0.5% of the largest, with the patch or without;
+    # a wrong dot product moves it by tens of percent
+    assert np.abs(together - alone).max() <= 0.02 * np.abs(alone).max()

@@ -22,6 +22,7 @@ from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.text_drafter import TextDrafter, round_trips
 from specchat.errors import CacheTruncationError, IncompatibleDraftError, SpecchatError
+from specchat.llama_tools import installed_build
 from specchat.settings import BACKENDS, ModelOptions, Settings
 
 NEEDS_LLAMA_CPP = ("models loaded here need llama-cpp-python, which this install leaves out: run "
@@ -218,6 +219,6 @@ def speculative_engine(target: Backend, drafter: Drafter, sampling: SamplingPara
     from the verify curve timed for this target file, where `specchat models optimize` timed
     one (catalog/layout.py: `known_shape`)."""
     engine = SpeculativeEngine(target, drafter, sampling, draft_settings, rng)
-    engine.policy.costs.shape = known_shape(models_dir(), target.path)
+    engine.policy.costs.shape = known_shape(models_dir(), target.path, installed_build())
     engine.watch = CpuWatch()
     return engine

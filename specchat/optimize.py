@@ -17,7 +17,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ from specchat.engine.backend import Backend
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
+from specchat.llama_tools import installed_build
 from specchat.settings import ModelOptions
 
 VERIFY_SIZES = range(1, 10)
@@ -163,6 +164,33 @@ def _quiet(stage: str, done: int, total: int | None) -> None:
     pass
 
 
+def pair_cost(source: Backend, derived: Backend, step: Callable[[str], None]) -> dict[str, Any]:
+    """Both files timed, with the llama.cpp build that timed them (the cost of a batch is the
+    build's kernels as much as the layout's)."""
+    step("timing the original")
+    cost: dict[str, Any] = {"build": installed_build(), "source": layout_cost(source)}
+    step("timing the optimized")
+    cost["derived"] = layout_cost(derived)
+    return cost
+
+
+def retime(job: Job, known: Derived, dest: Path, options: ModelOptions,
+           report: Report = _quiet) -> Derived:
+    """A record timed on another llama.cpp build timed again on this one (the file and its
+    quality stay: the build changes speed, not the weights)."""
+    def step(text: str) -> None:
+        report(f"{known.name}: {text}", 0, None)
+
+    source, derived = _load(job.path, options), _load(dest / known.file, options)
+    try:
+        record = replace(known, cost=pair_cost(source, derived, step))
+    finally:
+        source.close()
+        derived.close()
+    save_derived(dest, record)
+    return record
+
+
 def already_made(job: Job, layout: Layout, dest: Path) -> Derived | None:
     """The record of this model in this layout, if its file is there whole."""
     name = f"{job.path.stem}.{layout.suffix}"
@@ -196,12 +224,9 @@ def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: S
         report(f"{name}: {text}", done, steps)
         done += 1
 
-    step("timing the original")
     source, derived = _load(job.path, options), _load(out, options)
     try:
-        cost = {"source": layout_cost(source)}
-        step("timing the optimized")
-        cost["derived"] = layout_cost(derived)
+        cost = pair_cost(source, derived, step)
         step("comparing replies")
         quality = {} if job.role == "draft" else layout_quality(source, derived, prompts,
                                                                 tokens, step)
@@ -263,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
     records = []
     for job in todo:
         known = None if args.force else already_made(job, layout, dest)
-        if known is not None:
+        if known is not None and known.cost.get("build") == installed_build():
             console.print(f"[green]ok[/] {known.name} already made → {dest / known.file} "
                           "(--force makes it again)")
             records.append(known)
@@ -274,7 +299,14 @@ def run(args: argparse.Namespace) -> int:
 
             def report(text: str, done: int, total: int | None, task: TaskID = task) -> None:
                 bar.update(task, description=text, completed=done, total=total)
-            records.append(make(job, layout, dest, options, prompts, args.quality_tokens, report))
+            if known is not None:
+                console.print(f"{known.name} was timed on llama.cpp "
+                              f"{known.cost.get('build') or 'of an earlier install'}; timing it "
+                              f"again on {installed_build()}")
+                records.append(retime(job, known, dest, options, report))
+            else:
+                records.append(make(job, layout, dest, options, prompts, args.quality_tokens,
+                                    report))
     console.print(summary_table(records))
     for record in records:
         console.print(f"{record.name}: {quality_text(record)}")

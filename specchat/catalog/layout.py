@@ -137,10 +137,13 @@ def derived_of(models_dir: Path, source: str) -> Derived | None:
     return None
 
 
-def known_shape(models_dir: Path, path: Path) -> tuple[float, ...]:
+def known_shape(models_dir: Path, path: Path, build: str) -> tuple[float, ...]:
     """The verify curve (in steps) `specchat models optimize` timed for this file, as the
-    derived model or as its source; empty where none was timed."""
+    derived model or as its source, on this llama.cpp `build`; empty where none was timed on
+    it (another build's kernels price the batches otherwise)."""
     for record in load_derived(models_dir).values():
+        if record.cost.get("build") != build:
+            continue
         for file, side in ((record.file, "derived"), (record.source_file, "source")):
             if file == path.name:
                 return tuple(record.cost.get(side, {}).get("verify_steps", ()))

@@ -13,6 +13,7 @@ from specchat.catalog.catalog import Catalog, CatalogModel, resolve_model
 from specchat.catalog.fetch import sha256_file
 from specchat.catalog.layout import Derived, choose_layout, known_shape, save_derived
 from specchat.config import Config
+from specchat.llama_tools import installed_build
 
 X86_AVX2 = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | REPACK = 1 |"
 X86_OLD = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | REPACK = 1 |"
@@ -56,8 +57,19 @@ def test_optimize_re_lays_a_model_beside_it_and_records_what_it_measured(tiny, t
     assert 0 <= quality["replies_changed"] <= 10 == quality["prompts"]
     assert len(quality["changed"]) == quality["replies_changed"]
     assert "KL" in proc.stdout and "greedy replies" in proc.stdout
+    assert record["cost"]["build"] == installed_build()
     again = specchat("models", "optimize", str(tiny.target), tmp_path=tmp_path)
     assert again.returncode == 0 and "already made" in again.stdout
+    # timed on another llama.cpp build: timed again, the file and its quality kept
+    text = (models / "derived.toml").read_text()
+    (models / "derived.toml").write_text(text.replace(f'build = "{installed_build()}"',
+                                                      'build = "0.0.1+unpatched"'))
+    third = specchat("models", "optimize", str(tiny.target), tmp_path=tmp_path)
+    assert third.returncode == 0 and "timed on llama.cpp 0.0.1+unpatched" in third.stdout
+    retimed = tomllib.loads((models / "derived.toml").read_text())["derived"]["tiny-target.cpu-q4_0"]
+    assert retimed["cost"]["build"] == installed_build()
+    assert len(retimed["cost"]["derived"]["verify_steps"]) == 9
+    assert retimed["quality"] == quality and retimed["sha256"] == record["sha256"]
 
 
 def test_an_unknown_model_is_one_line(tmp_path):
@@ -81,11 +93,12 @@ def test_default_resolves_to_the_optimized_file_and_the_name_to_the_original(
     save_derived(models, Derived(
         name=derived.stem, source="tiny", source_file=original.name, source_sha256="",
         source_quant="F32", layout="Q4_0", file=derived.name, size=derived.stat().st_size,
-        sha256="", cost={"source": {"verify_steps": [1.0, 2.0]},
+        sha256="", cost={"build": "b1", "source": {"verify_steps": [1.0, 2.0]},
                          "derived": {"verify_steps": [1.0, 1.5]}}))
     assert resolve_model("default", "target", catalog, config) == derived
     assert resolve_model("tiny", "target", catalog, config) == original
-    assert known_shape(models, derived) == (1.0, 1.5)
-    assert known_shape(models, original) == (1.0, 2.0)
+    assert known_shape(models, derived, "b1") == (1.0, 1.5)
+    assert known_shape(models, original, "b1") == (1.0, 2.0)
+    assert known_shape(models, derived, "b2") == ()  # timed on another build
     derived.unlink()  # a record whose file is gone does not count
     assert resolve_model("default", "target", catalog, config) == original

@@ -268,16 +268,28 @@ class _AdaptivePlan:
         seconds = costs.draft_s(source, n, uses_passes, behind) + costs.verify_s(1 + n)
         return expected_tokens(accept[:n]) / seconds
 
+    def _pays(self, rate: float, plain: float, catchup_s: float) -> bool:
+        """Drafting at `rate` from now to the end of the reply beats plain steps, once the
+        draft model has caught up (`catchup_s`, paid once: a drafting model stays in step)."""
+        remaining = max(self.cap, 1)
+        return remaining / rate + catchup_s < remaining / plain
+
     def _choose(self, source: str, uses_passes: bool, behind: int) -> int:
         p, costs = self.policy, self.policy.costs
         cap = min(self.cap, p.k_max)
         if not costs.warm:  # first a plain target step, the cost everything is measured against
             return 0
         plain = 1.0 / costs.verify_s(1)
+        # a drafting model is behind by the round's correction or bonus token only; what it
+        # missed while the policy declined (the whole prompt, at a reply's start) is caught up
+        # once, and priced against the tokens the reply has left, not against one round
+        steady = min(behind, 2)
+        catchup_s = (costs.draft_s(source, 1, uses_passes, behind)
+                     - costs.draft_s(source, 1, uses_passes, steady))
         accept = [costs.position_rate(source, i, optimistic=True) for i in range(cap)]
-        rates = [self._rate(source, n, uses_passes, behind, accept) for n in range(1, cap + 1)]
+        rates = [self._rate(source, n, uses_passes, steady, accept) for n in range(1, cap + 1)]
         best_len = 1 + max(range(cap), key=rates.__getitem__) if cap else 0
-        if not cap or rates[best_len - 1] <= plain:
+        if not cap or not self._pays(rates[best_len - 1], plain, catchup_s):
             self.rate = plain
             self.declined = True
             p.declines += 1
@@ -285,9 +297,10 @@ class _AdaptivePlan:
                 p.probe_every, p.probed = min(2 * p.probe_every, _PROBE_MAX), False
             p.since_probe += 1
             # probe now and then, but only where a perfect draft could pay at all
-            ideal = [self._rate(source, n, uses_passes, behind, [1.0] * cap)
+            ideal = [self._rate(source, n, uses_passes, steady, [1.0] * cap)
                      for n in range(1, min(cap, _PROBE_LONGEST) + 1)]
-            if not ideal or max(ideal) <= plain or p.since_probe < p.probe_every:
+            if (not ideal or not self._pays(max(ideal), plain, catchup_s)
+                    or p.since_probe < p.probe_every):
                 return 0
             p.since_probe, p.probed = 0, True
             self.declined, self.probing = False, True

@@ -146,3 +146,17 @@ def test_a_declining_policy_probes_ever_more_rarely_and_a_probe_keeps_its_draft(
             assert not plan.declined and 1 <= k <= 3
             assert all(plan.keep("ngram/8+", i, 0.01) for i in range(k))
     assert probes == [15, 47, 111]
+
+
+def test_a_model_far_behind_catches_up_where_the_rest_of_the_reply_pays_for_it():
+    """At a reply's start a declining model has missed the whole prompt. Catching up is paid
+    once, then the model stays in step: it starts drafting where the reply has enough tokens
+    left to earn the catch-up back, and not near the end of the reply."""
+    costs = machine({n: 90 + 40 * (n - 1) for n in range(1, 10)}, source="m", accept=0.9)
+    costs.pass_s["m"], costs.catchup_token_s["m"] = 0.030, 0.010
+    policy = AdaptivePolicy(8, costs)
+    assert policy.plan(cap=200).k("m", True, behind=60) > 0
+    late = policy.plan(cap=3)
+    assert late.k("m", True, behind=60) == 0 and late.declined
+    # in step (behind by the last correction), even a short rest of the reply drafts
+    assert policy.plan(cap=3).k("m", True, behind=1) > 0

@@ -188,6 +188,7 @@ class SpeculativeEngine:
         reply = _Reply(self.target, settings)
         stats = TurnStats()
         passes_at_start = (self.target.passes, self.drafter.passes)
+        self.policy.start_turn()
         round_no = 0
         while not reply.stop_reason:
             if cancel is not None and cancel.is_set():
@@ -270,7 +271,7 @@ class SpeculativeEngine:
             emitted=len(reply.ids) - before, t_s=t2 - t_start, source=draft.source,
             declined=plan.declined and not draft.tokens,
             expected_tokens=expected[0] if expected else None,
-            expected_s=expected[1] if expected else None,
+            expected_s=expected[1] if expected else None, draft_pieces=draft.own_pieces,
         )
         return events, summary
 

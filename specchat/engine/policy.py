@@ -40,6 +40,8 @@ not make drafting pay (up to 256): a model drafter's probe first catches up on e
 missed, so a probe every 16 rounds cost a declining reply 5-10% on a 2-core CPU
 (docs/benchmark.md, CPU layouts). A probe drafts at most 3 tokens, at the length a perfect
 draft would make pay best."""
+_PROBE_FIRST = 4
+"""Declined rounds at the start of a turn before its first probe."""
 _EXPLORE_BONUS = 1.0
 _EXPLORE_SAMPLES = 3
 
@@ -233,6 +235,10 @@ class Policy(Protocol):
 
     def plan(self, cap: int) -> Plan: ...
 
+    def start_turn(self) -> None:
+        """A reply begins (a new message may be another kind of text)."""
+        ...
+
 
 class FixedPolicy:
     """Draft k tokens every round, stopping below `p_min`; still predicts each round's rate."""
@@ -244,6 +250,9 @@ class FixedPolicy:
 
     def plan(self, cap: int) -> Plan:
         return _FixedPlan(min(self.k, cap), self.p_min)
+
+    def start_turn(self) -> None:
+        pass  # the same k every round, whatever the text
 
 
 class _AdaptivePlan:
@@ -352,3 +361,10 @@ class AdaptivePolicy:
 
     def plan(self, cap: int) -> Plan:
         return _AdaptivePlan(self, cap)
+
+    def start_turn(self) -> None:
+        """A new message may be another kind of text (code after prose): the probe schedule
+        starts again, with the first probe after `_PROBE_FIRST` declined rounds, so a turn
+        where drafting pays does not wait out a schedule that grew on prose."""
+        self.probe_every, self.probed = _PROBE_EVERY, False
+        self.since_probe = _PROBE_EVERY - _PROBE_FIRST

@@ -160,3 +160,18 @@ def test_a_model_far_behind_catches_up_where_the_rest_of_the_reply_pays_for_it()
     assert late.k("m", True, behind=60) == 0 and late.declined
     # in step (behind by the last correction), even a short rest of the reply drafts
     assert policy.plan(cap=3).k("m", True, behind=1) > 0
+
+
+def test_a_new_turn_probes_early_whatever_the_schedule_grew_to():
+    """Probes that did not pay on prose stretch the schedule to 64 rounds; the next turn (code,
+    say) is probed after 4 declined rounds, and as that probe did not pay either, the schedule
+    doubles from there (32 rounds)."""
+    costs = machine({n: 80 + 60 * (n - 1) for n in range(1, 10)}, accept=0.3)
+    policy = AdaptivePolicy(8, costs)
+
+    def probes(rounds: int) -> list[int]:
+        return [r for r in range(rounds) if policy.plan(cap=100).k("ngram/8+", False)]
+
+    assert probes(112) == [15, 47, 111]
+    policy.start_turn()
+    assert probes(40) == [3, 35]

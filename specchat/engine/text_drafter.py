@@ -1,15 +1,19 @@
-"""A draft model with another vocabulary drafts as text (Universal Assisted Generation's idea):
-the conversation so far, in the target's tokens, is decoded to text and encoded in the draft's
-tokens; the draft continues it; its continuation is decoded to text and encoded in the target's
-tokens, which the target verifies as usual.
+"""A draft model with another vocabulary drafts for a target: greedy as text (Universal Assisted
+Generation's idea), sampling on the tokens both vocabularies share (TLI, Timor et al. 2025).
 
-The proposal is a point mass (q = 1, like an n-gram match): greedy verification keeps the
-target's own argmax, and the p/q rule with a point mass keeps sampling exact, whatever the
-draft's vocabulary. The draft's KV cache follows the re-encoded conversation: only the suffix
-whose draft tokens changed is evaluated again. Two boundaries are handled: a conversation that
-ends inside a UTF-8 character (the draft is not asked: nothing it writes can be joined to half
-a character), and a continuation that ends inside one, or writes bytes that are not UTF-8 (cut
-before them).
+The conversation so far, in the target's tokens, is decoded to text and encoded in the draft's
+tokens, and the draft continues it. Greedy: its continuation is decoded to text and encoded in
+the target's tokens, proposed as a point mass (q = 1, like an n-gram match); greedy
+verification keeps the target's own argmax whatever the proposal. Sampling: the draft's
+distribution is restricted to the tokens whose text is one token of the target's too, and
+renormalized; its draws are those target tokens, with that distribution as q, so the p/q rule
+keeps the target's distribution and accepts what the draft and target agree on, where a point
+mass accepts only p(x) of its draw.
+
+The draft's KV cache follows the re-encoded conversation: only the suffix whose draft tokens
+changed is evaluated again. Two boundaries are handled: a conversation that ends inside a UTF-8
+character (the draft is not asked: nothing it writes can be joined to half a character), and a
+greedy continuation that ends inside one, or writes bytes that are not UTF-8 (cut before them).
 """
 
 from __future__ import annotations
@@ -64,6 +68,38 @@ def round_trips(model: Backend, text: str = ROUND_TRIP) -> bool:
     return decode(model, encode(model, text)) == text.encode()
 
 
+class SharedTokens:
+    """The tokens the draft and the target spell the same, non-empty text, one token in each:
+    the draft's ids and, at the same index, the target's (its first id of that text)."""
+
+    def __init__(self, draft: Backend, target: Backend) -> None:
+        by_text: dict[bytes, int] = {}
+        for t in range(target.n_vocab):
+            if text := target.token_bytes(t):
+                by_text.setdefault(text, t)
+        pairs: list[tuple[int, int]] = []
+        for d in range(draft.n_vocab):
+            if (text := draft.token_bytes(d)) and text in by_text:
+                pairs.append((d, by_text.pop(text)))  # popped: a text spelled twice maps once
+        self.draft_ids = np.array([d for d, _ in pairs], dtype=np.int64)
+        self.target_ids = np.array([t for _, t in pairs], dtype=np.int64)
+        self.target_of = dict(pairs)
+        self.target_size = target.n_vocab
+
+    def restrict(self, probs: np.ndarray) -> np.ndarray | None:
+        """The draft's distribution on the shared tokens, renormalized (None: no mass there)."""
+        q = np.zeros_like(probs)
+        q[self.draft_ids] = probs[self.draft_ids]
+        total = q.sum()
+        return q / total if total > 0 else None
+
+    def on_target(self, q: np.ndarray) -> np.ndarray:
+        """`q` (on the draft's shared ids) as a distribution on the target's vocabulary."""
+        out = np.zeros(self.target_size, dtype=q.dtype)
+        out[self.target_ids] = q[self.draft_ids]
+        return out
+
+
 class TextDrafter(DraftModel):
     """`backend` drafts for `target` (whose tokenizer it borrows, never its cache) as text."""
 
@@ -76,6 +112,14 @@ class TextDrafter(DraftModel):
         self._text = b""
         self.encode_s = 0.0
         """Seconds spent re-encoding (both directions) so far."""
+        self._shared: SharedTokens | None = None
+
+    @property
+    def shared(self) -> SharedTokens:
+        """The shared tokens, found at the first sampled round (greedy never needs them)."""
+        if self._shared is None:
+            self._shared = SharedTokens(self.backend, self.target)
+        return self._shared
 
     def release(self, committed: Sequence[int]) -> None:
         pass  # the next proposal re-encodes the conversation and keeps the common prefix
@@ -106,20 +150,19 @@ class TextDrafter(DraftModel):
         t1 = time.perf_counter()
         row = self.backend.eval(todo, len(todo) - 1)[0]
         draft.catchup_s = time.perf_counter() - t1
+        if not self.sampling.greedy:
+            return self._sample_shared(draft, row, k, plan)
         written: list[int] = []
         for i in range(k):
-            if self.sampling.greedy:
-                tok, _, lse = row_summary(row)
-                top = float(np.exp(row[tok] - lse))
-            else:
-                probs = self.sampling.distribution(row)
-                tok, top = sample(probs, self.rng), float(probs.max())
+            tok, _, lse = row_summary(row)
+            top = float(np.exp(row[tok] - lse))
             if not plan.keep(self.name, i, top) or self.backend.is_eog(tok):
                 break
             written.append(tok)
             draft.conf.append(top)
             if i + 1 < k:
                 row = self.backend.eval([tok], 0)[0]
+        draft.own_pieces = self._pieces(written)
         t2 = time.perf_counter()
         more = valid_text(decode(self.backend, written))
         tokens = encode(self.target, more) if more else []
@@ -129,3 +172,29 @@ class TextDrafter(DraftModel):
         confs = draft.conf  # the draft's confidence of its i-th token, for the i-th target one
         draft.conf = [confs[min(i, len(confs) - 1)] for i in range(len(draft.tokens))]
         return draft
+
+    def _sample_shared(self, draft: Draft, row: np.ndarray, k: int, plan: Plan) -> Draft:
+        """Up to k draws from the draft's distribution restricted to the shared tokens, as
+        target tokens with that distribution as q (TLI)."""
+        shared = self.shared
+        draft.dists = []
+        for i in range(k):
+            q = shared.restrict(self.sampling.distribution(row))
+            if q is None:
+                break
+            tok = sample(q, self.rng)
+            top = float(q.max())
+            if not plan.keep(self.name, i, top):
+                break
+            draft.tokens.append(shared.target_of[tok])
+            draft.q.append(float(q[tok]))
+            draft.conf.append(top)
+            draft.dists.append(shared.on_target(q))
+            draft.own_pieces.append(self._pieces([tok])[0])
+            if i + 1 < k:
+                row = self.backend.eval([tok], 0)[0]
+        return draft
+
+    def _pieces(self, tokens: Sequence[int]) -> list[str]:
+        """The draft's own tokens as text, each on its own (a cut character reads as U+FFFD)."""
+        return [self.backend.token_bytes(t).decode(errors="replace") for t in tokens]

@@ -1,7 +1,7 @@
 """A draft model with another vocabulary drafting as text, on tiny real GGUFs with two
 vocabularies: greedy replies equal target-only (up to a near-tie) over prompts, the UTF-8
 boundaries over texts, the draft's cache kept across rounds, and sampling that follows the
-target's distribution (chi-square, beside a wrong-rule control)."""
+target's distribution on the shared tokens (chi-square, beside a wrong-rule control)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,14 @@ from support.checks import (
     expected_pairs,
     pair_chi_square_p,
     sampled_pairs,
+    wrong_rule,
 )
 from support.models import GREEDY, load, prompt_ids, run
 
 from specchat.engine.events import RoundEvent
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.engine.text_drafter import (
+    SharedTokens,
     TextDrafter,
     decode,
     encode,
@@ -29,6 +31,7 @@ from specchat.engine.text_drafter import (
     round_trips,
     valid_text,
 )
+from specchat.ui.step_panel import describe_round
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +93,13 @@ def test_the_draft_proposes_target_tokens_and_keeps_its_cache(text_pair):
     events, turn = run(engine, prompt, max_tokens=24)
     rounds = [e for e in events if isinstance(e, RoundEvent) and e.drafted]
     assert rounds and turn.n_drafted > 0 and turn.n_accepted > 0
+    # each round says what the draft wrote in its own tokens, which step-through shows
+    assert all(r.draft_pieces for r in rounds)
+    last = max(i for i, e in enumerate(events) if isinstance(e, RoundEvent) and e.drafted)
+    first = max((i for i, e in enumerate(events[:last]) if isinstance(e, RoundEvent)),
+                default=-1) + 1
+    assert "In its own vocabulary the draft wrote" in describe_round(events[first:last + 1],
+                                                                     None).plain
     # the draft's cache holds the conversation in its own tokens (bytes that are not UTF-8
     # read as U+FFFD there), not the target's ids
     text = decode(target, target.tokens).decode(errors="replace").encode()
@@ -99,13 +109,33 @@ def test_the_draft_proposes_target_tokens_and_keeps_its_cache(text_pair):
     assert drafter.encode_s > 0
 
 
-def test_sampling_while_drafting_as_text_follows_the_target_distribution(text_pair):
-    """The proposal is a point mass, so the p/q rule keeps the target's distribution. (The
-    wrong-rule control of the same-vocabulary test has no power here: the tiny models' flat
-    distributions, and drafts in about a sixth of the rounds.)"""
+def test_the_shared_tokens_map_each_text_to_the_target_id_that_spells_it(text_pair):
     target, other = text_pair
-    ids = prompt_ids(target, "hello world")  # where the draft writes whole characters often
+    shared = SharedTokens(other, target)
+    assert shared.target_of[40] == 41 and shared.target_of[41] == 40  # the swapped texts
+    assert all(other.token_bytes(d) == target.token_bytes(t) for d, t in shared.target_of.items())
+    assert len(set(shared.target_of.values())) == len(shared.target_of)
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(other.n_vocab))
+    q = shared.restrict(probs)
+    assert q is not None and q.sum() == pytest.approx(1.0)
+    special = next(t for t in range(other.n_vocab) if not other.token_bytes(t))
+    assert q[special] == 0.0  # a control token has no text: never drafted
+    on_target = shared.on_target(q)
+    assert on_target.sum() == pytest.approx(1.0) and on_target[41] == q[40]
+
+
+@pytest.mark.parametrize("rule", ["p/q rule", "wrong rule"])
+def test_sampling_on_the_shared_tokens_follows_the_target_distribution(text_pair, monkeypatch,
+                                                                       rule):
+    """The draft samples from its distribution on the shared tokens and says so (q), so the
+    p/q rule keeps the target's distribution; a subtly wrong rule (resampling from p on a
+    rejection) must fail the same test."""
+    target, other = text_pair
+    ids = prompt_ids(target, "hello world")
     expected = expected_pairs(target, ids)
+    if rule == "wrong rule":
+        monkeypatch.setattr("specchat.engine.loop.verify_sampling", wrong_rule)
     rng = np.random.default_rng(11)
     drafter = TextDrafter(other, target, SAMPLING, rng)
     proposed = []
@@ -113,9 +143,15 @@ def test_sampling_while_drafting_as_text_follows_the_target_distribution(text_pa
     drafter.propose = lambda committed, plan: proposed.append(propose(committed, plan)) \
         or proposed[-1]  # type: ignore[method-assign]
     engine = SpeculativeEngine(target, drafter, SAMPLING, DraftSettings(k=2), rng)
-    p_value = pair_chi_square_p(sampled_pairs(engine, target, ids, 3000), expected)
-    assert p_value > 1e-4
-    assert sum(1 for d in proposed if d.tokens) > 300  # it drafted, often
+    p_value = pair_chi_square_p(sampled_pairs(engine, target, ids, 6000), expected)
+    drafted = [d for d in proposed if d.tokens]
+    assert len(drafted) > 4000  # a draft nearly every round: the control has power
+    assert all(d.dists is not None and d.dists[i][tok] == pytest.approx(d.q[i])
+               for d in drafted[:50] for i, tok in enumerate(d.tokens))
+    if rule == "p/q rule":
+        assert p_value > 1e-4
+    else:
+        assert p_value < 1e-4
 
 
 @given(st.text(max_size=8), st.binary(max_size=6))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,6 +30,8 @@ from rich.table import Table
 
 from specchat import costs, cpu, timing
 from specchat.bench.runner import Prompt, fresh, load_prompts
+from specchat.catalog.catalog import models_dir
+from specchat.catalog.tuned import draft_key, save_tuned
 from specchat.config import Config
 from specchat.costs import conditional_rates
 from specchat.engine.drafters import Drafter, NoDrafter
@@ -37,6 +40,7 @@ from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeE
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import paired_speedup_interval
 from specchat.errors import SpecchatError
+from specchat.llama_tools import installed_build
 from specchat.settings import Settings
 from specchat.wording import speedup_text
 
@@ -213,6 +217,8 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
             predicted = [t.predicted_tokens_per_second for t in mine if t.predicted_tokens_per_second]
             arm.predicted_speedup = statistics.median(predicted) / base if predicted and base else None
         arms.append(arm)
+    save_tuned(models_dir(), target.path.name, {
+        _menu_key(d, drafters[d]): _measured(d, arms, in_turn[d], verify[0]) for d in drafts})
     best = max(arms, key=lambda a: a.measured_speedup or 0.0)
     # faster by the margin, and measurably so: its interval above 1.0
     paying = best.measured_speedup is not None and best.measured_speedup >= MARGIN \
@@ -242,6 +248,24 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
                         f"{(MARGIN - 1) * 100:.0f}% faster than the target alone here, with its "
                         "95% interval above 1.0"),
     }
+
+
+def _menu_key(draft: str, drafter: Drafter) -> str:
+    """The draft as the menu names it: its model's file (names like `default` resolved)."""
+    model = drafter.model
+    if model is None:
+        return draft_key(draft)
+    return draft_key(("ngram+" if draft.startswith("ngram+") else "") + str(model.path))
+
+
+def _measured(draft: str, arms: Sequence[Arm], draft_ms: float, step_ms: float) -> dict[str, Any]:
+    """The draft's best arm here, what a draft pass costs in target steps, and when and on
+    which llama.cpp build it was measured: what the draft menu shows."""
+    best = max((a for a in arms if a.draft == draft), key=lambda a: a.measured_speedup or 0.0)
+    out = {k: v for k, v in asdict(best).items() if v is not None}
+    out |= {"draft_steps": round(draft_ms / step_ms, 3) if step_ms else 0.0,
+            "when": time.strftime("%Y-%m-%d"), "build": installed_build()}
+    return out
 
 
 def table(result: dict[str, Any]) -> Table:

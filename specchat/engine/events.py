@@ -74,6 +74,9 @@ class RoundEvent:
     first round of a turn, which evaluates the prompt)."""
     expected_s: float | None = None
     """The cost model's expected seconds for this round."""
+    draft_pieces: list[str] = field(default_factory=list)
+    """The draft model's own tokens, as text, where it drafts in another vocabulary (the draft
+    tokens above are the target's); empty otherwise."""
     type: str = field(default="round", init=False)
 
     def to_json(self) -> dict[str, Any]:

@@ -3,8 +3,9 @@ targets. Everything is judged from GGUF headers, without loading weights."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,7 +17,9 @@ from textual.widgets.option_list import Option
 from specchat.catalog import compat
 from specchat.catalog.catalog import local_ggufs, models_dir
 from specchat.catalog.layout import layout_note, load_derived
+from specchat.catalog.tuned import draft_key, load_tuned
 from specchat.errors import ModelFileError
+from specchat.wording import speedup_text
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,23 @@ def draft_choices(target: Path) -> list[ModelChoice]:
             choices.append(ModelChoice(str(path), path.stem, False, str(exc)))
     choices += [ModelChoice(f"ngram+{c.value}", f"combined: n-gram first, then {c.label}", True, "")
                 for c in choices[2:] if c.ok]
-    return choices
+    tuned = load_tuned(models_dir()).get(target.name, {})
+    return [replace(c, note="\n  ".join(filter(None, (c.note, tuned_note(tuned.get(draft_key(c.value)))))))
+            for c in choices]
+
+
+def tuned_note(measured: dict[str, Any] | None) -> str:
+    """What `specchat tune` measured of a draft with this target here, in one line."""
+    if not measured:
+        return ""
+    speed = speedup_text(measured.get("measured_speedup"), measured.get("measured_low"),
+                         measured.get("measured_high"))
+    accept = measured.get("acceptance")
+    return (f"tune here ({measured.get('when', '?')}): {speed} at {measured.get('policy')} "
+            f"k={measured.get('k')}"
+            + (f", acceptance {accept:.0%}" if accept is not None else "")
+            + (f", a draft pass {measured['draft_steps']:.2f} target steps"
+               if measured.get("draft_steps") else ""))
 
 
 def target_choices(draft: Path | None) -> list[ModelChoice]:

@@ -46,6 +46,11 @@ def describe_round(events: list[Event], baseline: float | None) -> Content:
             f"{cost * 1000:.0f} ms; target-only would take about {alone} for as many tokens."))
         if summary.source:
             parts.append(Content(f" Drafted by {summary.source}."))
+        if summary.draft_pieces:
+            parts.append(Content(
+                f" In its own vocabulary the draft wrote {len(summary.draft_pieces)} token(s): "
+                + " | ".join(repr(piece) for piece in summary.draft_pieces)
+                + "; the target checked them as its own tokens above."))
         if summary.declined:
             parts.append(Content(" The policy drafted nothing: no draft length was expected "
                                  "to pay this round."))

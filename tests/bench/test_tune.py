@@ -9,6 +9,8 @@ import tomllib
 from support.processes import specchat
 
 from specchat.cpu import BUSY_SHARE
+from specchat.llama_tools import installed_build
+from specchat.ui.model_menu import draft_choices
 
 PROMPTS = '''
 [[prompt]]
@@ -23,7 +25,7 @@ text = "def f(x): return x\\ndef g(x): return f(x)"
 '''
 
 
-def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path):
+def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path, monkeypatch):
     prompts = tmp_path / "prompts.toml"
     prompts.write_text(PROMPTS)
     proc = specchat("tune", "--target", str(tiny.target), "--draft", str(tiny.draft), "--draft",
@@ -46,6 +48,18 @@ def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path):
         assert a["measured_speedup"] > 0
         assert a["measured_low"] <= a["measured_high"]  # over the two calibration prompts
     assert all(a["predicted_speedup"] > 0 for a in arms if a["policy"] == "fixed")
+    # kept for the draft menu: each draft's best arm and its pass cost, by file name
+    tuned = tomllib.loads((tmp_path / "models" / "tuned.toml").read_text())[tiny.target.name]
+    assert set(tuned) == {tiny.draft.name, "ngram"}
+    mine = max((a for a in arms if a["draft"] == str(tiny.draft)),
+               key=lambda a: a["measured_speedup"])
+    kept = tuned[tiny.draft.name]
+    assert (kept["k"], kept["policy"], kept["measured_speedup"]) == (
+        mine["k"], mine["policy"], mine["measured_speedup"])
+    assert kept["draft_steps"] > 0 and kept["build"] == installed_build()
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
+    ngram = next(c for c in draft_choices(tiny.target) if c.value == "ngram")
+    assert ngram.note.startswith("tune here") and "x" in ngram.note
     rec = result["recommended"]
     if result["others_cpu"] is not None and result["others_cpu"] >= BUSY_SHARE:
         assert rec is None and result["why"].startswith("other programs used")  # a loaded host

@@ -175,3 +175,21 @@ def test_a_new_turn_probes_early_whatever_the_schedule_grew_to():
     assert probes(112) == [15, 47, 111]
     policy.start_turn()
     assert probes(40) == [3, 35]
+
+
+def test_a_model_whose_passes_often_bring_no_draft_stops_paying_for_them():
+    """Where the model's first token is seldom worth verifying (prose), most of its passes end
+    in no draft: a pass paid for nothing. Priced in, drafting no longer pays and the policy
+    declines before the pass; the same costs without the empty rounds still draft."""
+    def policy(empty_share: float) -> AdaptivePolicy:
+        costs = machine({n: 90 + 40 * (n - 1) for n in range(1, 10)}, source="m", accept=0.7)
+        costs.pass_s["m"] = 0.035
+        for r in range(60):
+            drafted = (r % 10) >= empty_share * 10
+            costs.observe(Draft(tokens=[1, 2, 3] if drafted else [], source="m", uses_passes=True,
+                                catchup_s=0.035), 2 if drafted else 0, 0.1, 3, 0.17, 4)
+        return AdaptivePolicy(8, costs)
+
+    assert policy(0.0).plan(cap=100).k("m", True, behind=1) > 0
+    crowded = policy(0.7).plan(cap=100)
+    assert crowded.k("m", True, behind=1) == 0 and crowded.declined

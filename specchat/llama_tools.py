@@ -187,9 +187,14 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["key"]:
         print(patches_key())
     elif argv[:1] == ["mark"] and len(argv) == 2:
-        import llama_cpp
+        import importlib.util
 
-        (Path(llama_cpp.__file__).parent / PATCHED).write_text(argv[1])
+        # found, not imported: install.sh marks the wheel before its requirements are installed
+        spec = importlib.util.find_spec("llama_cpp")
+        if spec is None or not spec.submodule_search_locations:
+            print("llama-cpp-python is not installed", file=sys.stderr)
+            return 2
+        (Path(list(spec.submodule_search_locations)[0]) / PATCHED).write_text(argv[1])
     elif argv[:1] == ["unpack"] and len(argv) == 3:
         print(unpack(argv[1], Path(argv[2])))
     else:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat import settings as schema
+from specchat.engine.backend import Backend
 from specchat.settings import ModelOptions, Settings
 
 RUN_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
@@ -56,3 +57,15 @@ def threads(options: ModelOptions) -> int:
 
 def categories(args: argparse.Namespace) -> list[str]:
     return [c for c in args.categories.split(",") if c]
+
+
+def target_at_prompt(args: argparse.Namespace, prompt: str) -> tuple[Backend, list[int], int]:
+    """The target the flags name, with `prompt` (as a chat message) evaluated but its last
+    token: the model, the prompt's ids, and the depth every timed pass starts from."""
+    from specchat.loading import load_target
+
+    options = settings(args).models
+    target = load_target(options.target, options)
+    ids = target.tokenize(target.render_chat([("user", prompt)]))
+    target.eval(ids, len(ids) - 1)
+    return target, ids, len(target.tokens)

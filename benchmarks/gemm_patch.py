@@ -45,13 +45,7 @@ def unpatched_libraries(version: str) -> Path:
 
 def measure(args: argparse.Namespace) -> dict:
     """One side's run: ms a pass per size (median of five), and a digest of every row's logits."""
-    from specchat.loading import load_target
-
-    options = arguments.settings(args).models
-    target = load_target(options.target, options)
-    ids = target.tokenize(target.render_chat([("user", PROMPT)]))
-    target.eval(ids, len(ids) - 1)
-    base = len(target.tokens)
+    target, ids, base = arguments.target_at_prompt(args, PROMPT)
     tokens = (ids * 16)[:max(SIZES)]
     digest = hashlib.sha256()
     ms = {}

@@ -13,7 +13,6 @@ import time
 from benchmarks import arguments
 from specchat.engine.policy import expected_tokens
 from specchat.engine.sampling import row_summary
-from specchat.loading import load_target
 from specchat.settings import ModelOptions, Settings
 
 SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12)
@@ -23,11 +22,7 @@ PROMPT = "Write a Python module that implements a binary search tree with insert
 def main() -> int:
     args = arguments.parser(__doc__, Settings(ModelOptions(target_gpu_layers=0)),
                             repeats=5).parse_args()
-    options = arguments.settings(args).models
-    target = load_target(options.target, options)
-    ids = target.tokenize(target.render_chat([("user", PROMPT)]))
-    target.eval(ids, len(ids) - 1)
-    base = len(target.tokens)
+    target, ids, base = arguments.target_at_prompt(args, PROMPT)
 
     def timed(n: int, logits_from: int) -> float:
         target.truncate(base)

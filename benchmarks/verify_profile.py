@@ -24,18 +24,13 @@ from pathlib import Path
 
 from benchmarks import arguments
 from specchat.engine.sampling import row_summary
-from specchat.loading import load_target
 
 PROMPT = "Write a Python module that implements a binary search tree with insert and delete."
 PHASES = Path("/tmp/verify_profile_phases.json")
 
 
 def run(args: argparse.Namespace) -> None:
-    options = arguments.settings(args).models
-    target = load_target(options.target, options)
-    ids = target.tokenize(target.render_chat([("user", PROMPT)]))
-    target.eval(ids, len(ids) - 1)
-    base = len(target.tokens)
+    target, ids, base = arguments.target_at_prompt(args, PROMPT)
     tokens = (ids * 16)[:16]
     phases = []
     for n in [int(s) for s in args.sizes.split(",")]:

@@ -7,6 +7,8 @@ client needs of it."""
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import importlib.util
 import os
 import re
 import shutil
@@ -47,16 +49,25 @@ def patches_key() -> str:
     return digest.hexdigest()[:16]
 
 
+def _installed() -> tuple[Path, str] | None:
+    """The installed llama-cpp-python's package folder and version, found without importing
+    it (install.sh marks it before its requirements are installed)."""
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0]), importlib.metadata.version(
+        "llama_cpp_python")
+
+
 def installed_build() -> str:
     """The llama.cpp build the app runs: llama-cpp-python's version and the key of the patches
     install.sh built its wheel with (a mark it leaves in the package), or "unpatched". Timings
     are kept with it: a curve timed on another build says nothing of this one."""
-    try:
-        import llama_cpp
-    except ImportError:
+    if (installed := _installed()) is None:
         return ""
-    mark = Path(llama_cpp.__file__).parent / PATCHED
-    return f"{llama_cpp.__version__}+{mark.read_text().strip() if mark.exists() else 'unpatched'}"
+    package, version = installed
+    mark = package / PATCHED
+    return f"{version}+{mark.read_text().strip() if mark.exists() else 'unpatched'}"
 
 
 def unpack(version: str, into: Path, patched: bool = True) -> Path:
@@ -87,11 +98,8 @@ def unpack(version: str, into: Path, patched: bool = True) -> Path:
 
 
 def _tools_root() -> Path | None:
-    try:
-        import llama_cpp
-    except ImportError:
-        return None
-    return cache_dir() / "llama.cpp" / f"llama_cpp_python-{llama_cpp.__version__}"
+    installed = _installed()
+    return None if installed is None else cache_dir() / "llama.cpp" / f"llama_cpp_python-{installed[1]}"
 
 
 def _patched(root: Path) -> bool:
@@ -187,14 +195,10 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["key"]:
         print(patches_key())
     elif argv[:1] == ["mark"] and len(argv) == 2:
-        import importlib.util
-
-        # found, not imported: install.sh marks the wheel before its requirements are installed
-        spec = importlib.util.find_spec("llama_cpp")
-        if spec is None or not spec.submodule_search_locations:
+        if (installed := _installed()) is None:
             print("llama-cpp-python is not installed", file=sys.stderr)
             return 2
-        (Path(list(spec.submodule_search_locations)[0]) / PATCHED).write_text(argv[1])
+        (installed[0] / PATCHED).write_text(argv[1])
     elif argv[:1] == ["unpack"] and len(argv) == 3:
         print(unpack(argv[1], Path(argv[2])))
     else:

@@ -286,9 +286,10 @@ def run(args: argparse.Namespace) -> int:
     dest = models_dir()
     t0 = time.perf_counter()
     records = []
+    build = installed_build()
     for job in todo:
         known = None if args.force else already_made(job, layout, dest)
-        if known is not None and known.cost.get("build") == installed_build():
+        if known is not None and known.cost.get("build") == build:
             console.print(f"[green]ok[/] {known.name} already made → {dest / known.file} "
                           "(--force makes it again)")
             records.append(known)
@@ -302,7 +303,7 @@ def run(args: argparse.Namespace) -> int:
             if known is not None:
                 console.print(f"{known.name} was timed on llama.cpp "
                               f"{known.cost.get('build') or 'of an earlier install'}; timing it "
-                              f"again on {installed_build()}")
+                              f"again on {build}")
                 records.append(retime(job, known, dest, options, report))
             else:
                 records.append(make(job, layout, dest, options, prompts, args.quality_tokens,

@@ -333,9 +333,11 @@ class SpeculativeEngine:
         self, round_no: int, committed: list[int], draft: Draft, reply: _Reply
     ) -> tuple[list[Event], int, int]:
         """Verify `draft`, commit what stands, and return the token events, how many draft
-        tokens the target accepted, and how many tokens the verify pass evaluated."""
+        tokens the target accepted, and the verify pass's batch (padding included; 0 where it
+        also evaluated a backlog)."""
         todo = kvsync.pending(self.target, committed)
-        rows = self.target.eval(todo + draft.tokens, len(todo) - 1)
+        pad = self._padding(todo, draft, committed)
+        rows = self.target.eval(todo + draft.tokens + pad, len(todo) - 1)[:len(draft) + 1]
         summaries = [row_summary(row) for row in rows]
         if self.sampling.greedy:
             verdict = verify_greedy(draft.tokens, [s.top for s in summaries])
@@ -384,6 +386,19 @@ class SpeculativeEngine:
             else:
                 kind = TokenKind.BONUS if n == len(draft) else TokenKind.CORRECTED
             commit(n, verdict.next_token, kind, None)
-        kvsync.release(self.target, committed)
+        kvsync.release(self.target, committed)  # the padding's entries go with the rejected
         self.drafter.release(committed)
-        return events, verdict.n_accepted, len(todo) + len(draft)
+        return events, verdict.n_accepted, len(draft) + len(pad) + 1 if len(todo) == 1 else 0
+
+    def _padding(self, todo: list[int], draft: Draft, committed: list[int]) -> list[int]:
+        """Tokens to append to a verify batch that the cost model knows a larger batch verifies
+        cheaper than (`CostModel.batch_for`), within the context. They come after every token
+        verified, so no row that counts can attend to them (causal attention); their rows are
+        dropped and their cache entries cut back with the rejected tokens. The draft's last
+        token repeated: where it turns out to be the next committed token, its entry is kept,
+        rightly, as it was computed over the committed prefix."""
+        if len(todo) != 1 or not draft.tokens:
+            return []
+        n = 1 + len(draft)
+        room = self.target.n_ctx - len(committed) - len(draft)
+        return draft.tokens[-1:] * max(0, min(self.policy.costs.batch_for(n) - n, room))

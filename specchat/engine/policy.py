@@ -31,6 +31,8 @@ _PRIOR_BATCH_SLOPE = 0.35
 """Before two batch sizes are measured: verifying n tokens costs V(1)(1 + 0.35 (n - 1)), a
 prior between a GPU's flat curve and a CPU's steep one (the curves measured are in
 docs/benchmark.md and docs/gpu.md); the timings replace it within a few rounds."""
+_PRIOR_STEP_S = 0.1
+"""Before anything is measured: a target step takes 0.1 s."""
 _PRIOR_PASS_FRACTION = 0.4
 """Before a draft pass is measured: a pass costs 0.4 of a target step."""
 _CONF_BINS = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995, 1.01)
@@ -42,6 +44,15 @@ missed, so a probe every 16 rounds cost a declining reply 5-10% on a 2-core CPU
 draft would make pay best."""
 _PROBE_FIRST = 4
 """Declined rounds at the start of a turn before its first probe."""
+_REALIZED_MIN = 3.0
+"""Drafting rounds of a source (decayed) after which what they brought overrules the
+prediction: where a source's rounds made fewer tokens a second than plain steps, the policy
+declines it (probing as when it predicts a loss). On prose the 0.5B draft's rounds came to
+95-160 ms a token against 85-95 for a plain step while the prediction said they paid
+(docs/benchmark.md)."""
+_PAD_MAX, _PAD_MARGIN = 4, 0.95
+"""A verify batch is padded by at most 4 tokens, and only to a size at least 5% cheaper than its
+own (a noisy timing should not pad a batch on a flat curve)."""
 _EXPLORE_BONUS = 1.0
 _EXPLORE_SAMPLES = 3
 
@@ -71,6 +82,25 @@ class _Rate:
     def shrink(self) -> None:
         """Keep the estimate, as evidence of only `_PRIOR_WEIGHT` observations."""
         self.hits, self.n = self.mean * _PRIOR_WEIGHT, _PRIOR_WEIGHT
+
+
+class _Yield:
+    """Tokens and seconds of a source's drafting rounds in this reply, with exponential
+    forgetting: what drafting actually brought, whatever the cost model predicted."""
+
+    __slots__ = ("tokens", "seconds", "n")
+
+    def __init__(self) -> None:
+        self.tokens = self.seconds = self.n = 0.0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        self.tokens = self.tokens * _DECAY + tokens
+        self.seconds = self.seconds * _DECAY + seconds
+        self.n = self.n * _DECAY + 1.0
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else float("inf")
 
 
 def _conf_bin(conf: float) -> int:
@@ -106,9 +136,18 @@ class CostModel:
     tokens at once (after rounds it did not draft, or after a bonus token)."""
     by_position: dict[str, list[_Rate]] = field(default_factory=lambda: defaultdict(list))
     by_confidence: dict[str, list[_Rate]] = field(default_factory=dict)
-    empty: dict[str, _Rate] = field(default_factory=dict)
+    empty: dict[tuple[str, bool], _Rate] = field(default_factory=dict)
     """How often a model's pass ended in no draft at all (its first token not worth verifying):
-    a pass paid for nothing, which the choice to draft must price."""
+    a pass paid for nothing, which the choice to draft must price. Kept apart by whether the
+    source's previous pass was empty too: on prose they come in runs (the 0.5B draft's empty
+    passes on the suite's long prose followed one another 8 times in 10)."""
+    last_empty: dict[str, bool] = field(default_factory=dict)
+    """Whether each source's latest pass ended in no draft."""
+    realized: dict[str, _Yield] = field(default_factory=dict)
+    """Tokens a second that each source's drafting rounds brought in this reply (a catch-up on
+    missed tokens left out: it is paid once), the check on the predictions (`AdaptivePolicy`).
+    A reply starts without it (`start_turn`): the last reply's prose says nothing of this
+    reply's code."""
 
     @property
     def warm(self) -> bool:
@@ -120,8 +159,8 @@ class CostModel:
         least-squares slope per token."""
         if n in self.verify:
             return self.verify[n]
-        if 1 in self.verify and n <= len(self.shape):
-            return self.verify[1] * self.shape[n - 1]
+        if n <= len(self.shape):
+            return self._step_s() * self.shape[n - 1]
         points = sorted(self.verify.items())
         below = [p for p in points if p[0] < n]
         above = [p for p in points if p[0] > n]
@@ -133,8 +172,35 @@ class CostModel:
             mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
             slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
             return below[-1][1] + max(slope, 0.0) * (n - below[-1][0])
-        n0, v0 = (below or above or [(1, 0.1)])[-1 if below else 0]
+        n0, v0 = (below or above or [(1, _PRIOR_STEP_S)])[-1 if below else 0]
         return v0 * (1 + _PRIOR_BATCH_SLOPE * (n - 1)) / (1 + _PRIOR_BATCH_SLOPE * (n0 - 1))
+
+    def _step_s(self) -> float:
+        """One target step: measured; else what a measured batch size and the known `shape`
+        make of it (a fixed policy may never run a plain step); else the prior."""
+        if 1 in self.verify:
+            return self.verify[1]
+        within = [m for m in self.verify if m <= len(self.shape)]
+        if within:
+            return self.verify[min(within)] / self.shape[min(within) - 1]
+        return _PRIOR_STEP_S
+
+    def batch_for(self, n: int) -> int:
+        """The batch that verifies n tokens cheapest: n, or up to `_PAD_MAX` more where a
+        larger batch is known to cost less (a Q4_0 layout on x86 verifies 4 rows in 1.4 steps
+        and 2 or 3 rows in 1.6-2.1: the engine pads the batch, and drops the padding's rows
+        and cache entries). A plain step (n = 1) is never padded."""
+        if n <= 1:
+            return n
+        own = self.verify_s(n)
+        sizes = [m for m in range(n + 1, n + _PAD_MAX + 1)
+                 if m in self.verify or m <= len(self.shape)]
+        best = min(sizes, key=self.verify_s, default=n)
+        return best if self.verify_s(best) < own * _PAD_MARGIN else n
+
+    def check_s(self, n: int) -> float:
+        """Seconds to verify n tokens, padded as `batch_for` pads them."""
+        return self.verify_s(self.batch_for(n))
 
     def draft_s(self, source: str, length: int, uses_passes: bool, behind: int = 1) -> float:
         """Seconds to draft `length` tokens: for a model, one pass that catches up on the
@@ -158,6 +224,11 @@ class CostModel:
         rate = rates[i] if tested else rates[-1] if rates else _Rate(_PRIOR_ACCEPT)
         return rate.optimistic if optimistic and (tested or i == 0) else rate.mean
 
+    def empty_rate(self, source: str) -> float:
+        """P(the source's next pass brings no draft), given whether its latest one did."""
+        rate = self.empty.get((source, self.last_empty.get(source, False)))
+        return rate.mean if rate else 0.0
+
     def confidence_rate(self, source: str, conf: float) -> float:
         bins = self.by_confidence.get(source)
         if bins is None:
@@ -170,31 +241,40 @@ class CostModel:
             accept = [self.confidence_rate(draft.source, c) for c in draft.conf]
         else:
             accept = [self.position_rate(draft.source, i) for i in range(len(draft))]
-        seconds = self.verify_s(1 + len(draft))
+        seconds = self.check_s(1 + len(draft))
         if draft.tokens or draft.catchup_s:  # a drafter ran (a model may have kept nothing)
             seconds += self.draft_s(draft.source, len(draft), draft.uses_passes, draft.behind)
         return expected_tokens(accept), seconds
 
     def observe(self, draft: Draft, accepted: int, draft_s: float, passes: int,
                 verify_s: float, batch: int) -> None:
-        """Learn from a finished round: `batch` tokens verified in `verify_s`, `passes` draft
-        passes in `draft_s`, `accepted` of the draft's tokens stood."""
-        if batch == 1 + len(draft):  # not a prefill: the verify cost of a draft this long
+        """Learn from a finished round: a verify pass of `batch` tokens (padding included; 0
+        where the pass also evaluated a backlog, a prefill, whose time is no verify cost) in
+        `verify_s`, `passes` draft passes in `draft_s`, `accepted` of the draft's tokens
+        stood."""
+        if batch:
             _ema(self.verify, batch, verify_s)
             self.verify_count[batch] += 1
         source = draft.source
         if not source:
             return
         if draft.uses_passes and draft.catchup_s > 0:  # a pass ran: did it bring a draft?
-            self.empty.setdefault(source, _Rate(0.0)).add(not draft.tokens)
+            after = self.last_empty.get(source, False)
+            self.empty.setdefault((source, after), _Rate(0.0)).add(not draft.tokens)
+            self.last_empty[source] = not draft.tokens
+        caught_up_s = 0.0  # what catching up beyond a round's own correction or bonus took
         if draft.uses_passes:
             if passes > 1:
                 _ema(self.pass_s, source, (draft_s - draft.catchup_s) / (passes - 1))
             if draft.behind > 1 and source in self.pass_s:
                 extra = max(0.0, draft.catchup_s - self.pass_s[source]) / (draft.behind - 1)
                 _ema(self.catchup_token_s, source, extra)
+                caught_up_s = extra * max(0, draft.behind - 2)
         elif draft.tokens:
             _ema(self.pass_s, source, draft_s)
+        if batch and (draft.tokens or draft.catchup_s > 0):
+            self.realized.setdefault(source, _Yield()).add(
+                accepted + 1, draft_s - caught_up_s + verify_s)
         tested = min(len(draft), accepted + 1)  # tokens after the first refusal were not tested
         rates = self.by_position[source]
         for i in range(tested):
@@ -215,6 +295,12 @@ class CostModel:
                       self.empty.values()]:
             for rate in rates:
                 rate.shrink()
+
+    def start_turn(self) -> None:
+        """A reply begins: what this reply's rounds brought, and whether the last pass was
+        empty, start again (the rates learned stay)."""
+        self.realized.clear()
+        self.last_empty.clear()
 
 
 def _ema(table: dict, key: object, value: float) -> None:
@@ -285,9 +371,9 @@ class _AdaptivePlan:
         rounds (`CostModel.empty`) pays a pass and brings only the target's own token (not
         for a `perfect` draft, whose first token is always worth verifying)."""
         costs = self.policy.costs
-        seconds = costs.draft_s(source, n, uses_passes, behind) + costs.verify_s(1 + n)
+        seconds = costs.draft_s(source, n, uses_passes, behind) + costs.check_s(1 + n)
         tokens = expected_tokens(accept[:n])
-        empty = 0.0 if perfect or source not in costs.empty else costs.empty[source].mean
+        empty = 0.0 if perfect else costs.empty_rate(source)
         if empty:
             wasted_s = costs.draft_s(source, 1, uses_passes, behind) + costs.verify_s(1)
             tokens, seconds = empty + (1 - empty) * tokens, empty * wasted_s + (1 - empty) * seconds
@@ -314,7 +400,9 @@ class _AdaptivePlan:
         accept = [costs.position_rate(source, i, optimistic=True) for i in range(cap)]
         rates = [self._rate(source, n, uses_passes, steady, accept) for n in range(1, cap + 1)]
         best_len = 1 + max(range(cap), key=rates.__getitem__) if cap else 0
-        if not cap or not self._pays(rates[best_len - 1], plain, catchup_s):
+        seen = costs.realized.get(source)
+        lost = seen is not None and seen.n >= _REALIZED_MIN and seen.rate < plain
+        if not cap or lost or not self._pays(rates[best_len - 1], plain, catchup_s):
             self.rate = plain
             self.declined = True
             p.declines += 1
@@ -351,11 +439,11 @@ class _AdaptivePlan:
         costs = self.policy.costs
         self.gain *= costs.confidence_rate(source, conf)
         cap = min(self.cap, self.policy.k_max)
-        base_s, pass_s = costs.verify_s(1 + i), costs.draft_s(source, 1, True)
+        base_s, pass_s = costs.check_s(1 + i), costs.draft_s(source, 1, True)
         alive, tokens = self.gain, 0.0
         for length in range(i + 1, max(cap, i + 1) + 1):
             tokens += alive
-            extra_s = costs.verify_s(1 + length) - base_s + (length - i) * pass_s
+            extra_s = costs.check_s(1 + length) - base_s + (length - i) * pass_s
             if tokens - self.rate * extra_s >= 0:
                 return True
             alive *= costs.position_rate(source, length)
@@ -384,3 +472,4 @@ class AdaptivePolicy:
         where drafting pays does not wait out a schedule that grew on prose."""
         self.probe_every, self.probed = _PROBE_EVERY, False
         self.since_probe = _PROBE_EVERY - _PROBE_FIRST
+        self.costs.start_turn()

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from support.checks import (
     GREEDY_CASES,
+    PADDING_SHAPE,
     SAMPLING,
     calibrated_near_tie,
     check_greedy_rule,
@@ -52,6 +53,46 @@ def test_greedy_matches_target_only_up_to_a_near_tie(models, near_tie, text, k, 
                       near_tie)
 
 
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**GREEDY_CASES)
+def test_padded_verify_batches_change_no_token(models, near_tie, text, k, drafter, adaptive):
+    target, draft = models
+    check_greedy_rule(target, make_drafter(drafter, draft), prompt_ids(target, text), k, adaptive,
+                      near_tie, padded=True)
+
+
+def test_a_padded_batch_leaves_no_cache_entry_and_its_rows_are_dropped(models):
+    """Where 4 tokens verify cheaper than 3 (the known curve), a 2-token draft is verified in a
+    batch of 4: the padding's rows never reach the verdicts, and after every round both caches
+    hold committed tokens only, as after a rejection."""
+    target, draft = models
+    ids = prompt_ids(target, "pad the batch")
+    engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=2))
+    engine.policy.costs.shape = PADDING_SHAPE
+    batches: list[int] = []
+    original = target._inner.eval
+
+    def counting(tokens, logits_from):
+        batches.append(len(tokens))
+        return original(tokens, logits_from)
+
+    target._inner.eval = counting
+    committed = list(ids)
+    try:
+        for event in engine.generate(ids, GenerationSettings(max_tokens=30)):
+            if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
+                committed.append(event.id)
+            elif isinstance(event, RoundEvent):
+                assert_caches_hold(committed, target, draft)
+                if event.round > 0 and event.drafted == 2:
+                    assert batches[-1] == 4, "a 3-token verify is padded to the cheaper 4"
+                if event.round > 0 and event.drafted == 0:
+                    assert batches[-1] == 1, "a plain step is never padded"
+    finally:
+        del target._inner.eval
+    assert 4 in batches and 3 not in batches[1:]
 
 
 def test_verdicts_partition_the_draft(models):

@@ -59,6 +59,24 @@ def test_adaptive_declines_when_no_length_pays_and_says_so():
     assert all(hopeless.plan(cap=100).k("draft-model", True, behind=1) == 0 for _ in range(40))
 
 
+def test_a_source_whose_rounds_brought_less_than_plain_steps_is_declined():
+    """The prediction says drafting pays (cheap passes, 90% standing), but the rounds actually
+    took far longer than it priced (here: passes that were slow for a reason the model does
+    not see): after a few such rounds the policy declines, whatever it predicts, for the rest
+    of the reply."""
+    costs = machine({n: 80 + 10 * (n - 1) for n in range(1, 10)}, pass_ms=10,
+                    source="draft-model", accept=0.9, rounds=8)
+    policy = AdaptivePolicy(8, costs)
+    assert policy.plan(cap=100).k("draft-model", True, behind=1) > 0
+    for _ in range(8):
+        costs.observe(Draft(tokens=[1, 2, 3], q=[1.0] * 3, source="draft-model", uses_passes=True,
+                            behind=1, catchup_s=1.0), 3, 1.0, 1, 0.1, 4)
+    plan = policy.plan(cap=100)
+    assert plan.k("draft-model", True, behind=1) == 0 and plan.declined
+    policy.start_turn()  # the next reply is judged on its own rounds (prose, then code)
+    assert policy.plan(cap=100).k("draft-model", True, behind=1) > 0
+
+
 def test_a_model_draft_stops_where_its_confidence_no_longer_pays():
     costs = machine({n: 80 + 40 * (n - 1) for n in range(1, 10)}, pass_ms=10,
                     source="draft-model", accept=0.9)
@@ -112,6 +130,29 @@ def test_a_known_shape_prices_the_batch_sizes_not_yet_seen():
     assert costs.verify_s(3) == pytest.approx(0.040 * 2.6)
     costs.observe(Draft(tokens=[1, 2, 3]), 3, 0.0, 0, 0.050, 4)
     assert costs.verify_s(4) == pytest.approx(0.050)  # what it measured wins
+
+
+def test_a_batch_is_padded_only_to_a_size_known_to_cost_less():
+    costs = CostModel(shape=Q4_0_SHAPE)
+    assert [costs.batch_for(n) for n in range(1, 10)] == [1, 4, 4, 4, 5, 6, 7, 8, 9]
+    costs.observe(Draft(tokens=[1, 2, 3]), 3, 0.0, 0, 0.070, 4)  # measured: 4 rows, 70 ms
+    assert costs.check_s(3) == pytest.approx(0.070)
+    assert costs.verify_s(3) == pytest.approx(0.070 / 1.7 * 2.6)  # scaled by the shape
+    assert CostModel().batch_for(3) == 3  # no known curve: nothing to pad to
+
+
+@given(shape=st.lists(st.floats(0.5, 6.0), min_size=1, max_size=12),
+       seen=st.dictionaries(st.integers(1, 14), st.floats(0.01, 1.0), max_size=5),
+       n=st.integers(1, 14))
+def test_padding_never_costs_more_and_never_pads_a_plain_step(shape, seen, n):
+    costs = CostModel(shape=tuple(shape))
+    costs.verify.update(seen)
+    m = costs.batch_for(n)
+    assert n <= m <= n + 4
+    assert costs.check_s(n) <= costs.verify_s(n)
+    assert costs.batch_for(1) == 1
+    if m > n:
+        assert costs.verify_s(m) < 0.95 * costs.verify_s(n)
 
 
 def test_a_model_draft_grows_through_an_expensive_batch_to_a_cheap_one():
@@ -193,3 +234,25 @@ def test_a_model_whose_passes_often_bring_no_draft_stops_paying_for_them():
     assert policy(0.0).plan(cap=100).k("m", True, behind=1) > 0
     crowded = policy(0.7).plan(cap=100)
     assert crowded.k("m", True, behind=1) == 0 and crowded.declined
+
+
+def test_empty_passes_that_come_in_runs_are_priced_after_an_empty_one():
+    """Passes that bring no draft come in runs (prose): after an empty pass the next is likely
+    empty, after a draft likely not. The same history (half the passes empty, in runs of ten)
+    declines after an empty pass and drafts after one that brought a draft."""
+    def policy(ends_empty: bool) -> AdaptivePolicy:
+        costs = machine({n: 90 + 40 * (n - 1) for n in range(1, 10)}, source="m", accept=0.8)
+        costs.pass_s["m"] = 0.035
+        for r in range(60):
+            drafted = (r // 10) % 2 == (0 if ends_empty else 1)
+            if drafted:
+                costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True,
+                                    catchup_s=0.035), 3, 0.105, 3, 0.12, 4)
+            else:
+                costs.observe(Draft(source="m", uses_passes=True, catchup_s=0.035), 0, 0.035, 1,
+                              0.09, 1)
+        return AdaptivePolicy(8, costs)
+
+    assert policy(ends_empty=False).plan(cap=100).k("m", True, behind=1) > 0
+    after_empty = policy(ends_empty=True).plan(cap=100)
+    assert after_empty.k("m", True, behind=1) == 0 and after_empty.declined

@@ -51,15 +51,16 @@ class Transcript(VerticalScroll):
         """Take a round's events (or the turn's end); the tokens appear at the next redraw."""
         reply = self.reply
         assert reply is not None
-        events = list(events)
-        reply.add_tokens([e for e in events if isinstance(e, TokenEvent)])
         self.dirty = True
         for event in events:
-            if isinstance(event, ContextEvent):
+            if isinstance(event, TokenEvent):
+                reply.add_tokens([event])
+            elif isinstance(event, ContextEvent):
                 self.stats.add_context(event)  # live numbers leave it out like the turn's
                 self.show_context(event)
             elif isinstance(event, RoundEvent):
                 self.stats.add_round(event)
+                reply.add_draft_own(event.draft_pieces)
             elif isinstance(event, TurnEvent):
                 self.last_turn = reply.turn = event
                 if event.stop_reason in ENDS:

@@ -49,7 +49,9 @@ class LiveReply(Static):
     """A reply as token verdicts: each piece styled by its kind through theme variables.
 
     Rejected drafts stay in the list at the place they were refused and are drawn only while
-    `show_rejected` is on, so toggling it redraws without losing anything.
+    `show_rejected` is on, so toggling it redraws without losing anything. The same switch
+    shows, after each round drafted in another vocabulary, the draft model's own tokens (what it
+    wrote before its text became the target's tokens).
     """
 
     show_rejected: reactive[bool] = reactive(True)
@@ -57,6 +59,8 @@ class LiveReply(Static):
     def __init__(self, *, role: str = "assistant", **kwargs) -> None:
         super().__init__("", **kwargs)
         self.pieces: list[tuple[TokenKind, str]] = []
+        self.draft_own: dict[int, list[str]] = {}
+        """Piece index -> the draft's own tokens of the round whose pieces end there."""
         self.turn: TurnEvent | None = None
         """The finished turn's numbers (a reply shown from the history has none)."""
         self.note = ""
@@ -67,12 +71,17 @@ class LiveReply(Static):
         """Take the tokens; the app redraws at its own pace with `refresh_content`."""
         self.pieces += [(e.kind, shown_text(e)) for e in events]
 
+    def add_draft_own(self, pieces: list[str]) -> None:
+        """The draft's own tokens of the round whose tokens came last (none: nothing to add)."""
+        if pieces:
+            self.draft_own[len(self.pieces)] = list(pieces)
+
     @property
     def plain(self) -> str:
         return "".join(text for _, text in self.pieces)
 
     def set_plain(self, text: str, kind: TokenKind = TokenKind.TARGET) -> None:
-        self.pieces = [(kind, text)]
+        self.pieces, self.draft_own = [(kind, text)], {}
         self.refresh_content()
 
     def watch_show_rejected(self) -> None:
@@ -81,8 +90,13 @@ class LiveReply(Static):
     def refresh_content(self) -> None:
         """Redraw; lay the screen out again only when the reply's height changed (a layout pass
         costs tens of milliseconds of CPU that llama.cpp would otherwise have)."""
-        shown = [Content.styled(text, token_style(kind)) for kind, text in self.pieces
-                 if self.show_rejected or kind is not TokenKind.REJECTED]
+        shown = []
+        for i, (kind, text) in enumerate([*self.pieces, (TokenKind.TARGET, "")]):
+            if self.show_rejected and i in self.draft_own:
+                shown.append(Content.styled(draft_own_text(self.draft_own[i]),
+                                            "italic $text-muted"))
+            if self.show_rejected or kind is not TokenKind.REJECTED:
+                shown.append(Content.styled(text, token_style(kind)))
         if self.note:
             shown.append(Content.styled(f"  [{self.note}]", "italic $text-muted"))
         content = Content.assemble(*shown) if shown else Content("")
@@ -90,6 +104,11 @@ class LiveReply(Static):
         height = content.get_height(self.styles, width) if width else None  # type: ignore[arg-type]
         self.update(content, layout=height is None or height != self._height)
         self._height = height
+
+
+def draft_own_text(pieces: list[str]) -> str:
+    """A round's draft tokens in the draft's own vocabulary, as the transcript shows them."""
+    return "⟨draft's own tokens: " + "·".join(repr(p)[1:-1] for p in pieces) + "⟩"
 
 
 class PromptInput(TextArea):

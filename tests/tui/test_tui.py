@@ -239,6 +239,13 @@ def test_changing_the_target_keeps_the_chat_and_a_draft_of_another_vocabulary_dr
                 app.chat_screen.query_one("#status").render())
             await say(app, pilot, "after")
             assert [m[0] for m in app.chat_screen.chat.session.conversation.messages] == ["user", "assistant"] * 2
+            # the transcript shows the draft's own tokens after each round it drafted, with
+            # the rejected drafts, and hides them with them
+            reply = app.chat_screen.transcript.reply
+            assert app.chat_screen.transcript.last_turn.n_drafted > 0 and reply.draft_own
+            assert "⟨draft's own tokens: " in str(reply.render())
+            app.chat_screen.action_toggle_rejected()
+            assert "draft's own tokens" not in str(reply.render())
     run_async(scenario)
 
 

@@ -38,22 +38,29 @@ PROMPT = "Write a haiku about the sea."
 def main() -> int:
     ap = arguments.parser(__doc__, Settings(ModelOptions(draft="smollm2-135m-instruct-q4_1")))
     ap.add_argument("--samples", type=int, default=1000)
+    ap.add_argument("--prompt", default=PROMPT, help="the user message (default: %(default)s)")
+    ap.add_argument("--rules", default="p/q,wrong",
+                    help="which rules to sample: p/q, wrong, or both (default: %(default)s)")
     args = ap.parse_args()
     models = arguments.settings(args).models
     target = load_target(models.target, models)
-    ids = target.tokenize(target.render_chat([("user", PROMPT)]))
+    ids = target.tokenize(target.render_chat([("user", args.prompt)]))
     expected = expected_pairs(target, ids)
     print(f"{target.name}, draft {models.draft}, {len(expected)} pairs with probability > 0, "
           f"{args.samples} samples a rule, temperature {SAMPLING.temperature}, top-p "
           f"{SAMPLING.top_p}")
-    for name, rule in (("p/q rule", verify_sampling), ("wrong rule", wrong_rule)):
+    rules = {"p/q": verify_sampling, "wrong": wrong_rule}
+    if unknown := set(args.rules.split(",")) - set(rules):
+        ap.error(f"unknown rule(s): {', '.join(sorted(unknown))} (p/q or wrong)")
+    for name in args.rules.split(","):
+        rule = rules[name]
         rng = np.random.default_rng(5)
         drafter = load_drafter(models.draft, target, SAMPLING, rng, models)
         loop.verify_sampling = rule
         engine = SpeculativeEngine(target, drafter, SAMPLING, DraftSettings(k=2), rng)
         t0 = time.perf_counter()
         samples = sampled_pairs(engine, target, ids, args.samples)
-        print(f"{name}: chi-square p = {pair_chi_square_p(samples, expected):.3g} "
+        print(f"{name} rule: chi-square p = {pair_chi_square_p(samples, expected):.3g} "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
         drafter.close()
     loop.verify_sampling = verify_sampling

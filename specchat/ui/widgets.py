@@ -60,7 +60,7 @@ class LiveReply(Static):
         super().__init__("", **kwargs)
         self.pieces: list[tuple[TokenKind, str]] = []
         self.draft_own: dict[int, list[str]] = {}
-        """Piece index -> the draft's own tokens of the round whose pieces end there."""
+        """Piece index -> the draft's own tokens of the round whose draft tokens end there."""
         self.turn: TurnEvent | None = None
         """The finished turn's numbers (a reply shown from the history has none)."""
         self.note = ""
@@ -72,9 +72,12 @@ class LiveReply(Static):
         self.pieces += [(e.kind, shown_text(e)) for e in events]
 
     def add_draft_own(self, pieces: list[str]) -> None:
-        """The draft's own tokens of the round whose tokens came last (none: nothing to add)."""
+        """The draft's own tokens of the round whose tokens came last (none: nothing to add),
+        placed after that round's draft tokens, before the target's correction or bonus."""
         if pieces:
-            self.draft_own[len(self.pieces)] = list(pieces)
+            last = self.pieces[-1][0] if self.pieces else None
+            at = len(self.pieces) - (last in (TokenKind.CORRECTED, TokenKind.BONUS))
+            self.draft_own[at] = list(pieces)
 
     @property
     def plain(self) -> str:
@@ -108,7 +111,7 @@ class LiveReply(Static):
 
 def draft_own_text(pieces: list[str]) -> str:
     """A round's draft tokens in the draft's own vocabulary, as the transcript shows them."""
-    return "⟨draft's own tokens: " + "·".join(repr(p)[1:-1] for p in pieces) + "⟩"
+    return "⟨draft: " + "·".join(repr(p)[1:-1] for p in pieces) + "⟩"
 
 
 class PromptInput(TextArea):

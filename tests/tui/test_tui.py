@@ -220,6 +220,23 @@ def test_a_long_conversation_keeps_going_and_says_what_the_model_no_longer_sees(
     run_async(scenario)
 
 
+def test_the_draft_own_tokens_sit_after_the_rounds_draft_tokens_before_the_targets_own():
+    from specchat.engine.events import TokenEvent
+
+    def token(kind: TokenKind, text: str) -> TokenEvent:
+        return TokenEvent(kind=kind, id=0, text=text, position=0, round=1, p=None, q=None,
+                          logit_gap=None, u=None)
+
+    reply = LiveReply()
+    reply.add_tokens([token(TokenKind.ACCEPTED, "def"), token(TokenKind.REJECTED, " it"),
+                      token(TokenKind.CORRECTED, " is")])
+    reply.add_draft_own(["de", "f", " it"])
+    reply.add_tokens([token(TokenKind.ACCEPTED, "_prime")])  # a round the reply's end cut short
+    reply.add_draft_own(["_", "prime"])
+    reply.add_draft_own([])  # a round of the target's own: nothing to show
+    assert reply.draft_own == {2: ["de", "f", " it"], 4: ["_", "prime"]}
+
+
 def test_changing_the_target_keeps_the_chat_and_a_draft_of_another_vocabulary_drafts_as_text(
         tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tiny.target.parent))
@@ -243,9 +260,9 @@ def test_changing_the_target_keeps_the_chat_and_a_draft_of_another_vocabulary_dr
             # the rejected drafts, and hides them with them
             reply = app.chat_screen.transcript.reply
             assert app.chat_screen.transcript.last_turn.n_drafted > 0 and reply.draft_own
-            assert "⟨draft's own tokens: " in str(reply.render())
+            assert "⟨draft: " in str(reply.render())
             app.chat_screen.action_toggle_rejected()
-            assert "draft's own tokens" not in str(reply.render())
+            assert "⟨draft: " not in str(reply.render())
     run_async(scenario)
 
 

@@ -40,10 +40,14 @@ async def until(pilot, condition, timeout: float = 30.0) -> None:
 
 
 async def ready(app, pilot) -> None:
+    """The chat is open: models loaded, the input on, and the status line says so (its
+    message comes after the chat is set, and on a busy machine a snapshot taken in between
+    showed "loading …")."""
     from specchat.ui.widgets import PromptInput
 
     await until(pilot, lambda: app.chat_screen.chat is not None
-                and not app.chat_screen.query_one(PromptInput).disabled)
+                and not app.chat_screen.query_one(PromptInput).disabled
+                and "Enter sends" in app.chat_screen.view.status_text)
 
 
 async def say(app, pilot, text: str) -> None:

@@ -242,7 +242,7 @@ class CostModel:
         else:
             accept = [self.position_rate(draft.source, i) for i in range(len(draft))]
         seconds = self.check_s(1 + len(draft))
-        if draft.tokens or draft.catchup_s:  # a drafter ran (a model may have kept nothing)
+        if draft.drafter_ran:
             seconds += self.draft_s(draft.source, len(draft), draft.uses_passes, draft.behind)
         return expected_tokens(accept), seconds
 
@@ -272,7 +272,7 @@ class CostModel:
                 caught_up_s = extra * max(0, draft.behind - 2)
         elif draft.tokens:
             _ema(self.pass_s, source, draft_s)
-        if batch and (draft.tokens or draft.catchup_s > 0):
+        if batch and draft.drafter_ran:
             self.realized.setdefault(source, _Yield()).add(
                 accepted + 1, draft_s - caught_up_s + verify_s)
         tested = min(len(draft), accepted + 1)  # tokens after the first refusal were not tested

@@ -76,6 +76,11 @@ class Draft:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    @property
+    def drafter_ran(self) -> bool:
+        """A drafter brought tokens, or a model ran a pass that kept none."""
+        return bool(self.tokens) or self.catchup_s > 0
+
 
 class Plan(Protocol):
     """One round's drafting budget, asked by the drafter as it drafts."""

@@ -93,13 +93,15 @@ class LiveReply(Static):
     def refresh_content(self) -> None:
         """Redraw; lay the screen out again only when the reply's height changed (a layout pass
         costs tens of milliseconds of CPU that llama.cpp would otherwise have)."""
+        own = self.draft_own if self.show_rejected else {}
         shown = []
-        for i, (kind, text) in enumerate([*self.pieces, (TokenKind.TARGET, "")]):
-            if self.show_rejected and i in self.draft_own:
-                shown.append(Content.styled(draft_own_text(self.draft_own[i]),
-                                            "italic $text-muted"))
+        for i, (kind, text) in enumerate(self.pieces):
+            if i in own:
+                shown.append(draft_own_text(own[i]))
             if self.show_rejected or kind is not TokenKind.REJECTED:
                 shown.append(Content.styled(text, token_style(kind)))
+        if len(self.pieces) in own:  # a round that ended the reply: after its tokens
+            shown.append(draft_own_text(own[len(self.pieces)]))
         if self.note:
             shown.append(Content.styled(f"  [{self.note}]", "italic $text-muted"))
         content = Content.assemble(*shown) if shown else Content("")
@@ -109,9 +111,10 @@ class LiveReply(Static):
         self._height = height
 
 
-def draft_own_text(pieces: list[str]) -> str:
+def draft_own_text(pieces: list[str]) -> Content:
     """A round's draft tokens in the draft's own vocabulary, as the transcript shows them."""
-    return "⟨draft: " + "·".join(repr(p)[1:-1] for p in pieces) + "⟩"
+    return Content.styled("⟨draft: " + "·".join(repr(p)[1:-1] for p in pieces) + "⟩",
+                          "italic $text-muted")
 
 
 class PromptInput(TextArea):

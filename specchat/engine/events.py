@@ -77,6 +77,10 @@ class RoundEvent:
     draft_pieces: list[str] = field(default_factory=list)
     """The draft model's own tokens, as text, where it drafts in another vocabulary (the draft
     tokens above are the target's); empty otherwise."""
+    target_conf: float | None = None
+    """The target's running confidence when the round began (an EMA of its top probability
+    at the reply's last positions): how predictable the text is here, which the adaptive
+    policy reads before a draft model catches up (None before the reply's first token)."""
     type: str = field(default="round", init=False)
 
     def to_json(self) -> dict[str, Any]:

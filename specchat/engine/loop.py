@@ -261,10 +261,12 @@ class SpeculativeEngine:
             draft = replace(draft, tokens=[], q=[], conf=[], dists=None)
         t1 = clock()
         expected = self.policy.costs.expect(draft) if round_no > 0 else None
+        target_conf = self.policy.costs.target_conf
         before = len(reply.ids)
-        events, n_accepted, batch = self._round(round_no, committed, draft, reply)
+        events, n_accepted, batch, confidence = self._round(round_no, committed, draft, reply)
         t2 = clock()
-        self.policy.costs.observe(draft, n_accepted, t1 - t0, passes, t2 - t1, batch)
+        self.policy.costs.observe(draft, n_accepted, t1 - t0, passes, t2 - t1, batch,
+                                  confidence)
         summary = RoundEvent(
             round=round_no, k=plan.asked, drafted=len(draft),
             accepted=n_accepted, draft_s=t1 - t0, verify_s=t2 - t1,
@@ -272,6 +274,7 @@ class SpeculativeEngine:
             declined=plan.declined and not draft.tokens,
             expected_tokens=expected[0] if expected else None,
             expected_s=expected[1] if expected else None, draft_pieces=draft.own_pieces,
+            target_conf=target_conf,
         )
         return events, summary
 
@@ -331,10 +334,11 @@ class SpeculativeEngine:
     # -- one round --------------------------------------------------------------------------
     def _round(
         self, round_no: int, committed: list[int], draft: Draft, reply: _Reply
-    ) -> tuple[list[Event], int, int]:
+    ) -> tuple[list[Event], int, int, list[float]]:
         """Verify `draft`, commit what stands, and return the token events, how many draft
-        tokens the target accepted, and the verify pass's batch (padding included; 0 where it
-        also evaluated a backlog)."""
+        tokens the target accepted, the verify pass's batch (padding included; 0 where it
+        also evaluated a backlog), and the target's top probability at each position the
+        round committed (how predictable the text is, for the policy)."""
         todo = kvsync.pending(self.target, committed)
         pad = self._padding(todo, draft, committed)
         rows = self.target.eval(todo + draft.tokens + pad, len(todo) - 1)[:len(draft) + 1]
@@ -388,7 +392,9 @@ class SpeculativeEngine:
             commit(n, verdict.next_token, kind, None)
         kvsync.release(self.target, committed)  # the padding's entries go with the rejected
         self.drafter.release(committed)
-        return events, verdict.n_accepted, len(draft) + len(pad) + 1 if len(todo) == 1 else 0
+        batch = len(draft) + len(pad) + 1 if len(todo) == 1 else 0
+        confidence = [p_of(i, summaries[i].top) for i in range(verdict.n_accepted + 1)]
+        return events, verdict.n_accepted, batch, confidence
 
     def _padding(self, todo: list[int], draft: Draft, committed: list[int]) -> list[int]:
         """Tokens to append to a verify batch that the cost model knows a larger batch verifies

@@ -17,6 +17,7 @@ when drafting starts to pay again).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -45,11 +46,21 @@ draft would make pay best."""
 _PROBE_FIRST = 4
 """Declined rounds at the start of a turn before its first probe."""
 _REALIZED_MIN = 3.0
-"""Drafting rounds of a source (decayed) after which what they brought overrules the
-prediction: where a source's rounds made fewer tokens a second than plain steps, the policy
-declines it (probing as when it predicts a loss). On prose the 0.5B draft's rounds came to
-95-160 ms a token against 85-95 for a plain step while the prediction said they paid
-(docs/benchmark.md)."""
+"""Drafting rounds of a source at a level of the target's running confidence (decayed) after
+which what they brought overrules the prediction there: where those rounds made fewer tokens a
+second than plain steps, the policy declines the source at that level (probing as when it
+predicts a loss). On prose the 0.5B draft's rounds came to 95-160 ms a token against 85-95 for
+a plain step while the prediction said they paid (docs/benchmark.md)."""
+_PAYBACK_TOKENS = 32
+"""A catch-up is paid up front and must be earned back within the reply's next 32 tokens (or
+the fewer it may still have): replies often end well before their token limit (the suite's
+short prose after 32-38 of 96), and there the prompt's catch-up (250-500 ms for the 0.5B draft
+on 2 cores) cost 10-14% of the reply."""
+_TARGET_CONF_EMA, _TARGET_CONF_MIN = 0.3, 3
+"""The target's running confidence (its top probability at each committed position, free from
+the rows every round computes) weighs each new position 0.3, so it follows the text of the
+last few tokens; a model catches up on a reply's start only once 3 positions of the reply are
+in it (the prompt's last row and two steps)."""
 _PAD_MAX, _PAD_MARGIN = 4, 0.95
 """A verify batch is padded by at most 4 tokens, and only to a size at least 5% cheaper than its
 own (a noisy timing should not pad a batch on a flat curve)."""
@@ -107,6 +118,11 @@ def _conf_bin(conf: float) -> int:
     return next(i for i, edge in enumerate(_CONF_BINS) if conf < edge)
 
 
+def _conf_rates() -> list[_Rate]:
+    """One rate per confidence bin, each with the bin's upper confidence less 0.05 as prior."""
+    return [_Rate(min(edge, 1.0) - 0.05) for edge in _CONF_BINS]
+
+
 def expected_tokens(accept: list[float]) -> float:
     """Tokens a round yields when draft token i stands with probability accept[i] given the
     ones before it stood: 1 (correction or bonus) + sum over i of P(first i+1 all stand)."""
@@ -143,11 +159,23 @@ class CostModel:
     passes on the suite's long prose followed one another 8 times in 10)."""
     last_empty: dict[str, bool] = field(default_factory=dict)
     """Whether each source's latest pass ended in no draft."""
-    realized: dict[str, _Yield] = field(default_factory=dict)
+    target_conf: float | None = None
+    """The target's running confidence in this reply: an EMA of its top probability at each
+    committed position (None until the reply's first row)."""
+    target_conf_n: int = 0
+    """Positions of this reply in `target_conf`."""
+    by_target_conf: dict[str, list[_Rate]] = field(default_factory=dict)
+    """P(a draft token stands | the target's running confidence when the round began), per
+    source, binned: how predictable the text is, read from the target for free, priced in
+    before a model pays to catch up on the start of a reply (the prompt, 250-500 ms for the
+    0.5B draft on 2 cores). Kept across conversations: it ties predictability to acceptance,
+    which is the pair's more than the text's."""
+    realized: dict[tuple[str, int], _Yield] = field(default_factory=dict)
     """Tokens a second that each source's drafting rounds brought in this reply (a catch-up on
-    missed tokens left out: it is paid once), the check on the predictions (`AdaptivePolicy`).
-    A reply starts without it (`start_turn`): the last reply's prose says nothing of this
-    reply's code."""
+    missed tokens left out: it is paid once), by the bin of the target's running confidence
+    the round began with: the check on the predictions (`AdaptivePolicy`). Kept apart by that
+    confidence, as rounds lost on unsure text say little of sure text (a reply's prose before
+    its code block); a reply starts without it (`start_turn`)."""
 
     @property
     def warm(self) -> bool:
@@ -229,6 +257,15 @@ class CostModel:
         rate = self.empty.get((source, self.last_empty.get(source, False)))
         return rate.mean if rate else 0.0
 
+    def predicted_accept(self, source: str, optimistic: bool = False) -> float | None:
+        """P(a draft token of `source` stands) as the target's running confidence predicts it
+        (`by_target_conf`); None before `_TARGET_CONF_MIN` positions of this reply."""
+        if self.target_conf is None or self.target_conf_n < _TARGET_CONF_MIN:
+            return None
+        bins = self.by_target_conf.get(source) or _conf_rates()
+        rate = bins[_conf_bin(self.target_conf)]
+        return rate.optimistic if optimistic else rate.mean
+
     def confidence_rate(self, source: str, conf: float) -> float:
         bins = self.by_confidence.get(source)
         if bins is None:
@@ -247,17 +284,24 @@ class CostModel:
         return expected_tokens(accept), seconds
 
     def observe(self, draft: Draft, accepted: int, draft_s: float, passes: int,
-                verify_s: float, batch: int) -> None:
+                verify_s: float, batch: int, target_conf: Sequence[float] = ()) -> None:
         """Learn from a finished round: a verify pass of `batch` tokens (padding included; 0
         where the pass also evaluated a backlog, a prefill, whose time is no verify cost) in
         `verify_s`, `passes` draft passes in `draft_s`, `accepted` of the draft's tokens
-        stood."""
+        stood, and the target's top probability at each position the round committed."""
         if batch:
             _ema(self.verify, batch, verify_s)
             self.verify_count[batch] += 1
         source = draft.source
-        if not source:
-            return
+        tested = min(len(draft), accepted + 1)  # tokens after the first refusal were not tested
+        if source:
+            self._observe_source(draft, accepted, tested, draft_s, passes, verify_s, batch)
+        self._observe_target_conf(source, accepted, tested, target_conf)
+
+    def _observe_source(self, draft: Draft, accepted: int, tested: int, draft_s: float,
+                        passes: int, verify_s: float, batch: int) -> None:
+        """What a round with a draft source says of its costs and its acceptance."""
+        source = draft.source
         if draft.uses_passes and draft.catchup_s > 0:  # a pass ran: did it bring a draft?
             after = self.last_empty.get(source, False)
             self.empty.setdefault((source, after), _Rate(0.0)).add(not draft.tokens)
@@ -272,20 +316,41 @@ class CostModel:
                 caught_up_s = extra * max(0, draft.behind - 2)
         elif draft.tokens:
             _ema(self.pass_s, source, draft_s)
-        if batch and draft.drafter_ran:
-            self.realized.setdefault(source, _Yield()).add(
+        if batch and draft.drafter_ran and self.target_conf is not None:
+            self.realized.setdefault((source, _conf_bin(self.target_conf)), _Yield()).add(
                 accepted + 1, draft_s - caught_up_s + verify_s)
-        tested = min(len(draft), accepted + 1)  # tokens after the first refusal were not tested
         rates = self.by_position[source]
         for i in range(tested):
             if i == len(rates):
                 rates.append(_Rate(self.position_rate(source, i)))
             rates[i].add(i < accepted)
         if draft.conf:
-            bins = self.by_confidence.setdefault(
-                source, [_Rate(min(edge, 1.0) - 0.05) for edge in _CONF_BINS])
+            bins = self.by_confidence.setdefault(source, _conf_rates())
             for i in range(tested):
                 bins[_conf_bin(draft.conf[i])].add(i < accepted)
+
+    def _observe_target_conf(self, source: str, accepted: int, tested: int,
+                             target_conf: Sequence[float]) -> None:
+        """Calibrate the running confidence the round began with against the draft tokens it
+        tested, then move it on by the round's positions."""
+        if source and tested and self.target_conf is not None:
+            bins = self.by_target_conf.setdefault(source, _conf_rates())
+            for i in range(tested):
+                bins[_conf_bin(self.target_conf)].add(i < accepted)
+        for conf in target_conf:
+            old = self.target_conf
+            self.target_conf = conf if old is None else old + _TARGET_CONF_EMA * (conf - old)
+            self.target_conf_n += 1
+
+    def drafted_in_reply(self, source: str) -> bool:
+        """Whether `source` has drafted a round in this reply (it is in step with it)."""
+        return any(key[0] == source for key in self.realized)
+
+    def realized_here(self, source: str) -> _Yield | None:
+        """What `source`'s rounds brought at the target's present running confidence."""
+        if self.target_conf is None:
+            return None
+        return self.realized.get((source, _conf_bin(self.target_conf)))
 
     def new_conversation(self) -> None:
         """Keep what the machine costs; keep how well each source drafted only as a prior of
@@ -297,10 +362,11 @@ class CostModel:
                 rate.shrink()
 
     def start_turn(self) -> None:
-        """A reply begins: what this reply's rounds brought, and whether the last pass was
-        empty, start again (the rates learned stay)."""
+        """A reply begins: what its rounds brought, whether the last pass was empty, and the
+        target's running confidence start again (the rates learned stay)."""
         self.realized.clear()
         self.last_empty.clear()
+        self.target_conf, self.target_conf_n = None, 0
 
 
 def _ema(table: dict, key: object, value: float) -> None:
@@ -380,10 +446,11 @@ class _AdaptivePlan:
         return tokens / seconds
 
     def _pays(self, rate: float, plain: float, catchup_s: float) -> bool:
-        """Drafting at `rate` from now to the end of the reply beats plain steps, once the
-        draft model has caught up (`catchup_s`, paid once: a drafting model stays in step)."""
-        remaining = max(self.cap, 1)
-        return remaining / rate + catchup_s < remaining / plain
+        """Drafting at `rate` beats plain steps over the reply's next tokens (at most
+        `_PAYBACK_TOKENS`), once the draft model has caught up (`catchup_s`, paid once: a
+        drafting model stays in step)."""
+        ahead = min(max(self.cap, 1), _PAYBACK_TOKENS)
+        return ahead / rate + catchup_s < ahead / plain
 
     def _choose(self, source: str, uses_passes: bool, behind: int) -> int:
         p, costs = self.policy, self.policy.costs
@@ -398,19 +465,31 @@ class _AdaptivePlan:
         catchup_s = (costs.draft_s(source, 1, uses_passes, behind)
                      - costs.draft_s(source, 1, uses_passes, steady))
         accept = [costs.position_rate(source, i, optimistic=True) for i in range(cap)]
+        # before a model pays to catch up on the reply's start, the text must look predictable:
+        # the target's running confidence, calibrated against what stood, caps the rates
+        # learned so far (once in step, the rounds' own outcomes and costs decide)
+        first = catchup_s > 0 and not costs.drafted_in_reply(source)
+        guess = costs.predicted_accept(source) if first else 1.0
+        if guess is not None:
+            accept = [min(a, guess) for a in accept]
         rates = [self._rate(source, n, uses_passes, steady, accept) for n in range(1, cap + 1)]
         best_len = 1 + max(range(cap), key=rates.__getitem__) if cap else 0
-        seen = costs.realized.get(source)
+        seen = costs.realized_here(source)
         lost = seen is not None and seen.n >= _REALIZED_MIN and seen.rate < plain
-        if not cap or lost or not self._pays(rates[best_len - 1], plain, catchup_s):
+        if (not cap or lost or guess is None
+                or not self._pays(rates[best_len - 1], plain, catchup_s)):
             self.rate = plain
             self.declined = True
             p.declines += 1
             if p.probed:  # the last probe did not make drafting pay: probe half as often
                 p.probe_every, p.probed = min(2 * p.probe_every, _PROBE_MAX), False
             p.since_probe += 1
-            # probe now and then, but only where a perfect draft could pay at all
-            ideal = [self._rate(source, n, uses_passes, steady, [1.0] * cap, perfect=True)
+            # probe now and then, but only where a draft as good as the text's predictability
+            # allows at best (perfect, for a draft in step) could pay at all
+            hope = costs.predicted_accept(source, optimistic=True) if first else 1.0
+            if hope is None:
+                return 0
+            ideal = [self._rate(source, n, uses_passes, steady, [hope] * cap, perfect=True)
                      for n in range(1, min(cap, _PROBE_LONGEST) + 1)]
             if (not ideal or not self._pays(max(ideal), plain, catchup_s)
                     or p.since_probe < p.probe_every):

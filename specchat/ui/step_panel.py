@@ -54,6 +54,11 @@ def describe_round(events: list[Event], baseline: float | None) -> Content:
         if summary.declined:
             parts.append(Content(" The policy drafted nothing: no draft length was expected "
                                  "to pay this round."))
+        if summary.target_conf is not None:
+            parts.append(Content(
+                f" The target's running confidence (its top probability over the last tokens, "
+                f"how predictable the text is here) was {summary.target_conf:.2f} as the round "
+                f"began; the policy weighs it before the draft catches up on missed tokens."))
         if summary.expected_tokens is not None and summary.expected_s is not None:
             parts.append(Content(f" The cost model expected {summary.expected_tokens:.2f} "
                                  f"token(s) in {summary.expected_s * 1000:.0f} ms."))

@@ -25,7 +25,7 @@ from support.models import GREEDY, load, prompt_ids, run
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent, turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
-from specchat.engine.policy import FixedPolicy
+from specchat.engine.policy import _TARGET_CONF_EMA, FixedPolicy
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import ContextOverflowError
 
@@ -123,13 +123,31 @@ def test_verdicts_partition_the_draft(models):
     assert len(turn.accepted_by_position) <= 4
 
 
+def test_each_round_reports_the_targets_running_confidence_before_it(models):
+    """The adaptive policy reads how predictable the text is from the target's top probability
+    at each committed position (free: every round computes those rows). Greedy, a committed
+    token is the target's top choice, so its verdict's p is that probability: each round's
+    `target_conf` is the running average of the p of every token committed before it."""
+    target, draft = models
+    engine = SpeculativeEngine(target, make_drafter("ngram", draft), GREEDY, DraftSettings(k=4))
+    events, turn = run(engine, prompt_ids(target, "ab ab ab ac ab ab"), max_tokens=60)
+    expected: list[float | None] = []
+    running, pending = None, []
+    for e in events:
+        if isinstance(e, RoundEvent):
+            expected.append(running)
+            for p in pending:
+                running = p if running is None else running + _TARGET_CONF_EMA * (p - running)
+            pending = []
+        elif isinstance(e, TokenEvent) and e.kind is not TokenKind.REJECTED:
+            pending.append(e.p)
+    reported = [e.target_conf for e in events if isinstance(e, RoundEvent)]
+    assert reported[0] is None and expected[0] is None
+    assert 0 < turn.n_accepted < turn.n_drafted  # rows after a refusal must not count
+    assert reported[1:] == pytest.approx(expected[1:])
+
+
 # -- sampling follows the target's distribution ------------------------------------------------
-
-
-
-
-
-
 
 
 @pytest.mark.parametrize("layout", ["F32 draft", "Q4_0 draft"])

@@ -34,6 +34,12 @@ def machine(verify_ms: dict[int, float], pass_ms: float = 0.0, source: str = "ng
     return costs
 
 
+def target_steps(costs: CostModel, confidences: list[float]) -> None:
+    """Plain target steps (90 ms) whose tokens the target chose with these probabilities."""
+    for conf in confidences:
+        costs.observe(Draft(), 0, 0.0, 0, 0.090, 1, [conf])
+
+
 def test_verify_cost_is_measured_where_seen_and_a_line_elsewhere():
     costs = machine({1: 80, 2: 130, 3: 180})
     assert costs.verify_s(2) == pytest.approx(0.130)
@@ -62,18 +68,20 @@ def test_adaptive_declines_when_no_length_pays_and_says_so():
 def test_a_source_whose_rounds_brought_less_than_plain_steps_is_declined():
     """The prediction says drafting pays (cheap passes, 90% standing), but the rounds actually
     took far longer than it priced (here: passes that were slow for a reason the model does
-    not see): after a few such rounds the policy declines, whatever it predicts, for the rest
-    of the reply."""
+    not see): after a few such rounds the policy declines, whatever it predicts, where the
+    target is as sure of the text as it was then; where it is surer (code after prose), those
+    rounds say nothing, and it drafts."""
     costs = machine({n: 80 + 10 * (n - 1) for n in range(1, 10)}, pass_ms=10,
                     source="draft-model", accept=0.9, rounds=8)
     policy = AdaptivePolicy(8, costs)
+    target_steps(costs, [0.75] * 3)
     assert policy.plan(cap=100).k("draft-model", True, behind=1) > 0
     for _ in range(8):
         costs.observe(Draft(tokens=[1, 2, 3], q=[1.0] * 3, source="draft-model", uses_passes=True,
-                            behind=1, catchup_s=1.0), 3, 1.0, 1, 0.1, 4)
+                            behind=1, catchup_s=1.0), 3, 1.0, 1, 0.1, 4, [0.75] * 4)
     plan = policy.plan(cap=100)
     assert plan.k("draft-model", True, behind=1) == 0 and plan.declined
-    policy.start_turn()  # the next reply is judged on its own rounds (prose, then code)
+    target_steps(costs, [0.995] * 12)
     assert policy.plan(cap=100).k("draft-model", True, behind=1) > 0
 
 
@@ -194,13 +202,43 @@ def test_a_model_far_behind_catches_up_where_the_rest_of_the_reply_pays_for_it()
     once, then the model stays in step: it starts drafting where the reply has enough tokens
     left to earn the catch-up back, and not near the end of the reply."""
     costs = machine({n: 90 + 40 * (n - 1) for n in range(1, 10)}, source="m", accept=0.9)
-    costs.pass_s["m"], costs.catchup_token_s["m"] = 0.030, 0.010
+    costs.pass_s["m"], costs.catchup_token_s["m"] = 0.015, 0.005
     policy = AdaptivePolicy(8, costs)
+    policy.start_turn()
+    target_steps(costs, [0.97, 0.97])  # the target's confidence at two positions: too few
+    waiting = policy.plan(cap=200)
+    assert waiting.k("m", True, behind=60) == 0 and waiting.declined
+    target_steps(costs, [0.97])
     assert policy.plan(cap=200).k("m", True, behind=60) > 0
     late = policy.plan(cap=3)
     assert late.k("m", True, behind=60) == 0 and late.declined
+    # a catch-up that only the reply's later tokens could earn back is not made
+    assert policy.plan(cap=200).k("m", True, behind=200) == 0
     # in step (behind by the last correction), even a short rest of the reply drafts
     assert policy.plan(cap=3).k("m", True, behind=1) > 0
+
+
+def test_a_model_behind_catches_up_only_where_the_target_finds_the_text_predictable():
+    """The target's confidence comes free with every row. Calibrated against what stood (here:
+    drafts stood where the target was sure and failed where it was not), it decides whether a
+    model pays to catch up on a reply's start: not while the target is unsure, although the
+    rates per position (mostly sure text) say drafting pays, and without probing either; yes
+    where the target is sure again."""
+    costs = machine({n: 90 + 40 * (n - 1) for n in range(1, 10)}, source="m", accept=0.9)
+    costs.pass_s["m"], costs.catchup_token_s["m"] = 0.015, 0.005
+    for sure, rounds in ((False, 12), (True, 30)):
+        for _ in range(rounds):
+            costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True, catchup_s=0.03),
+                          3 if sure else 0, 0.09, 3, 0.17, 4, [0.99 if sure else 0.55] * 4)
+    assert costs.predicted_accept("m") > 0.9
+    policy = AdaptivePolicy(8, costs)
+    policy.start_turn()
+    target_steps(costs, [0.6, 0.5, 0.55])
+    assert costs.predicted_accept("m") < 0.3 < costs.position_rate("m", 0)
+    unsure = [policy.plan(cap=200) for _ in range(40)]
+    assert all(p.k("m", True, behind=20 + r) == 0 and p.declined for r, p in enumerate(unsure))
+    target_steps(costs, [0.99] * 4)
+    assert policy.plan(cap=200).k("m", True, behind=64) > 0
 
 
 def test_a_new_turn_probes_early_whatever_the_schedule_grew_to():

@@ -485,8 +485,9 @@ class _AdaptivePlan:
                 p.probe_every, p.probed = min(2 * p.probe_every, _PROBE_MAX), False
             p.since_probe += 1
             # probe now and then, but only where a draft as good as the text's predictability
-            # allows at best (perfect, for a draft in step) could pay at all
-            hope = costs.predicted_accept(source, optimistic=True) if first else 1.0
+            # allows at best (perfect, for a draft in step) could pay at all: a model that sat
+            # out rounds pays to catch up before its probe
+            hope = costs.predicted_accept(source, optimistic=True) if catchup_s > 0 else 1.0
             if hope is None:
                 return 0
             ideal = [self._rate(source, n, uses_passes, steady, [hope] * cap, perfect=True)

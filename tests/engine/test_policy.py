@@ -241,6 +241,30 @@ def test_a_model_behind_catches_up_only_where_the_target_finds_the_text_predicta
     assert policy.plan(cap=200).k("m", True, behind=64) > 0
 
 
+def test_a_model_that_sat_out_rounds_probes_only_where_the_text_looks_predictable():
+    """A probe of a model that sat out rounds first pays to catch up on them. Where the target
+    is as unsure of the text as it was when drafts failed, even the hopeful estimate of what
+    would stand cannot pay for that, and the declining policy does not probe; where the target
+    is sure, it probes on its schedule."""
+    costs = machine({n: 80 + 60 * (n - 1) for n in range(1, 10)}, source="m", accept=0.3)
+    costs.pass_s["m"], costs.catchup_token_s["m"] = 0.015, 0.004
+    for sure, rounds in ((False, 20), (True, 12)):
+        for _ in range(rounds):
+            costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True, catchup_s=0.03),
+                          3 if sure else 0, 0.045, 3, 0.2, 4, [0.99 if sure else 0.55] * 4)
+    policy = AdaptivePolicy(8, costs)
+
+    def probes(confidence: float) -> list[int]:
+        policy.start_turn()
+        target_steps(costs, [confidence] * 3)
+        costs.observe(Draft(tokens=[1], source="m", uses_passes=True, catchup_s=0.03), 0, 0.03,
+                      1, 0.15, 2, [confidence])  # the model drafted in this reply
+        return [r for r in range(40) if policy.plan(cap=100).k("m", True, behind=2 + r)]
+
+    assert probes(0.55) == []
+    assert probes(0.99)
+
+
 def test_a_new_turn_probes_early_whatever_the_schedule_grew_to():
     """Probes that did not pay on prose stretch the schedule to 64 rounds; the next turn (code,
     say) is probed after 4 declined rounds, and as that probe did not pay either, the schedule

@@ -59,8 +59,8 @@ on 2 cores) cost 10-14% of the reply."""
 _TARGET_CONF_EMA, _TARGET_CONF_MIN = 0.3, 3
 """The target's running confidence (its top probability at each committed position, free from
 the rows every round computes) weighs each new position 0.3, so it follows the text of the
-last few tokens; a model catches up on a reply's start only once 3 positions of the reply are
-in it (the prompt's last row and two steps)."""
+last few tokens; a model catches up on a reply's prompt only once 3 positions of the reply
+are in it (the prompt's last row and two steps)."""
 _PAD_MAX, _PAD_MARGIN = 4, 0.95
 """A verify batch is padded by at most 4 tokens, and only to a size at least 5% cheaper than its
 own (a noisy timing should not pad a batch on a flat curve)."""
@@ -167,9 +167,9 @@ class CostModel:
     by_target_conf: dict[str, list[_Rate]] = field(default_factory=dict)
     """P(a draft token stands | the target's running confidence when the round began), per
     source, binned: how predictable the text is, read from the target for free, priced in
-    before a model pays to catch up on the start of a reply (the prompt, 250-500 ms for the
-    0.5B draft on 2 cores). Kept across conversations: it ties predictability to acceptance,
-    which is the pair's more than the text's."""
+    before a model pays to catch up (on the prompt, 250-500 ms for the 0.5B draft on 2 cores,
+    or on the rounds it sat out). Kept across conversations: it ties predictability to
+    acceptance, which is the pair's more than the text's."""
     realized: dict[tuple[str, int], _Yield] = field(default_factory=dict)
     """Tokens a second that each source's drafting rounds brought in this reply (a catch-up on
     missed tokens left out: it is paid once), by the bin of the target's running confidence
@@ -342,10 +342,6 @@ class CostModel:
             self.target_conf = conf if old is None else old + _TARGET_CONF_EMA * (conf - old)
             self.target_conf_n += 1
 
-    def drafted_in_reply(self, source: str) -> bool:
-        """Whether `source` has drafted a round in this reply (it is in step with it)."""
-        return any(key[0] == source for key in self.realized)
-
     def realized_here(self, source: str) -> _Yield | None:
         """What `source`'s rounds brought at the target's present running confidence."""
         if self.target_conf is None:
@@ -465,11 +461,10 @@ class _AdaptivePlan:
         catchup_s = (costs.draft_s(source, 1, uses_passes, behind)
                      - costs.draft_s(source, 1, uses_passes, steady))
         accept = [costs.position_rate(source, i, optimistic=True) for i in range(cap)]
-        # before a model pays to catch up on the reply's start, the text must look predictable:
-        # the target's running confidence, calibrated against what stood, caps the rates
-        # learned so far (once in step, the rounds' own outcomes and costs decide)
-        first = catchup_s > 0 and not costs.drafted_in_reply(source)
-        guess = costs.predicted_accept(source) if first else 1.0
+        # before a model pays to catch up (on the prompt, or on rounds it sat out), the text
+        # must look predictable: the target's running confidence, calibrated against what
+        # stood, caps the rates learned so far (in step, the draft's own confidence decides)
+        guess = costs.predicted_accept(source) if catchup_s > 0 else 1.0
         if guess is not None:
             accept = [min(a, guess) for a in accept]
         rates = [self._rate(source, n, uses_passes, steady, accept) for n in range(1, cap + 1)]
@@ -485,8 +480,7 @@ class _AdaptivePlan:
                 p.probe_every, p.probed = min(2 * p.probe_every, _PROBE_MAX), False
             p.since_probe += 1
             # probe now and then, but only where a draft as good as the text's predictability
-            # allows at best (perfect, for a draft in step) could pay at all: a model that sat
-            # out rounds pays to catch up before its probe
+            # allows at best (perfect, for a draft in step) could pay at all
             hope = costs.predicted_accept(source, optimistic=True) if catchup_s > 0 else 1.0
             if hope is None:
                 return 0

@@ -221,9 +221,9 @@ def test_a_model_far_behind_catches_up_where_the_rest_of_the_reply_pays_for_it()
 def test_a_model_behind_catches_up_only_where_the_target_finds_the_text_predictable():
     """The target's confidence comes free with every row. Calibrated against what stood (here:
     drafts stood where the target was sure and failed where it was not), it decides whether a
-    model pays to catch up on a reply's start: not while the target is unsure, although the
-    rates per position (mostly sure text) say drafting pays, and without probing either; yes
-    where the target is sure again."""
+    model that is behind pays to catch up: not while the target is unsure, although the rates
+    per position (mostly sure text) say drafting pays, and without probing either; yes where
+    the target is sure again."""
     costs = machine({n: 90 + 40 * (n - 1) for n in range(1, 10)}, source="m", accept=0.9)
     costs.pass_s["m"], costs.catchup_token_s["m"] = 0.015, 0.005
     for sure, rounds in ((False, 12), (True, 30)):

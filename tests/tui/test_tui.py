@@ -353,7 +353,8 @@ def test_step_mode_runs_one_round_per_key_and_ends_with_the_free_running_reply(t
                 await until(pilot, lambda n=n: stepped.chat_screen.transcript.stats.rounds == n)
                 await pilot.pause(0.2)
                 assert stepped.chat_screen.transcript.stats.rounds == n  # exactly one round per press
-            assert "verdict" in str(stepped.chat_screen.query_one(StepPanel).render())
+            shown = str(stepped.chat_screen.query_one(StepPanel).render())
+            assert "verdict" in shown and "running confidence" in shown
             await pilot.press("r")  # run on
             await until(pilot, lambda: stepped.chat_screen.transcript.last_turn is not None)
             replies["stepped"] = stepped.chat_screen.transcript.last_turn.text

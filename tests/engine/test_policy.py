@@ -218,6 +218,18 @@ def test_a_model_far_behind_catches_up_where_the_rest_of_the_reply_pays_for_it()
     assert policy.plan(cap=3).k("m", True, behind=1) > 0
 
 
+def unsure_then_sure(costs: CostModel, unsure: int, sure: int, draft_s: float,
+                     verify_s: float) -> None:
+    """Rounds of model "m" (3 tokens, 3 passes, a batch of 4): first `unsure` rounds where the
+    target was unsure of the text (0.55) and no token stood, then `sure` rounds where it was
+    sure (0.99) and all stood."""
+    for is_sure, rounds in ((False, unsure), (True, sure)):
+        for _ in range(rounds):
+            costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True, catchup_s=0.03),
+                          3 if is_sure else 0, draft_s, 3, verify_s, 4,
+                          [0.99 if is_sure else 0.55] * 4)
+
+
 def test_a_model_behind_catches_up_only_where_the_target_finds_the_text_predictable():
     """The target's confidence comes free with every row. Calibrated against what stood (here:
     drafts stood where the target was sure and failed where it was not), it decides whether a
@@ -226,10 +238,7 @@ def test_a_model_behind_catches_up_only_where_the_target_finds_the_text_predicta
     the target is sure again."""
     costs = machine({n: 90 + 40 * (n - 1) for n in range(1, 10)}, source="m", accept=0.9)
     costs.pass_s["m"], costs.catchup_token_s["m"] = 0.015, 0.005
-    for sure, rounds in ((False, 12), (True, 30)):
-        for _ in range(rounds):
-            costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True, catchup_s=0.03),
-                          3 if sure else 0, 0.09, 3, 0.17, 4, [0.99 if sure else 0.55] * 4)
+    unsure_then_sure(costs, 12, 30, 0.09, 0.17)
     assert costs.predicted_accept("m") > 0.9
     policy = AdaptivePolicy(8, costs)
     policy.start_turn()
@@ -248,17 +257,12 @@ def test_a_model_that_sat_out_rounds_probes_only_where_the_text_looks_predictabl
     is sure, it probes on its schedule."""
     costs = machine({n: 80 + 60 * (n - 1) for n in range(1, 10)}, source="m", accept=0.3)
     costs.pass_s["m"], costs.catchup_token_s["m"] = 0.015, 0.004
-    for sure, rounds in ((False, 20), (True, 12)):
-        for _ in range(rounds):
-            costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True, catchup_s=0.03),
-                          3 if sure else 0, 0.045, 3, 0.2, 4, [0.99 if sure else 0.55] * 4)
+    unsure_then_sure(costs, 20, 12, 0.045, 0.2)
     policy = AdaptivePolicy(8, costs)
 
     def probes(confidence: float) -> list[int]:
         policy.start_turn()
-        target_steps(costs, [confidence] * 3)
-        costs.observe(Draft(tokens=[1], source="m", uses_passes=True, catchup_s=0.03), 0, 0.03,
-                      1, 0.15, 2, [confidence])  # the model drafted in this reply
+        target_steps(costs, [confidence] * 4)
         return [r for r in range(40) if policy.plan(cap=100).k("m", True, behind=2 + r)]
 
     assert probes(0.55) == []

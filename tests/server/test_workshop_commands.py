@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support.browser import TRANSCRIPT, VIEWPORT, browser, colour_pixels, wait_for
-from support.processes import Started, free_port, saved_messages, saved_replies, specchat, specchat_env
+from support.browser import TRANSCRIPT, VIEWPORT, browser, colour_pixels, send_typed_message, wait_for
+from support.processes import Started, free_port, saved_replies, specchat, specchat_env
 
 from specchat.ui.theming import DEFAULT_TOKEN_COLOURS
 
@@ -67,13 +67,7 @@ def test_a_room_lets_in_a_tab_with_its_code_and_ctrl_c_leaves_nothing(server_bin
                                "a history file for the tab with the code")
             assert len(history) == 1  # the stranger's page started no app
             page.keyboard.type("count: one two three")
-            for _ in range(60):
-                page.keyboard.press("Enter")
-                try:
-                    wait_for(lambda: saved_messages(history[0], "user"), "", 0.5, 0.1)
-                    break
-                except AssertionError:
-                    pass
+            send_typed_message(page, history[0])
             wait_for(lambda: [r for r in saved_replies(history[0]) if r[1]],
                      "a complete reply from the room's llama-server", timeout=120)
             wait_for(lambda: colour_pixels(page.screenshot(), ACCEPTED, TRANSCRIPT) > 0,

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from support.processes import specchat_env
+from support.processes import saved_messages, specchat_env
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -111,3 +111,18 @@ def wait_for(check, what: str, timeout: float = 60.0, every: float = 0.25):
             return result
         time.sleep(every)
     raise AssertionError(f"{what} within {timeout:.0f} s")
+
+
+def send_typed_message(page, history: Path, timeout: float = 120.0) -> None:
+    """Press Enter until the tab's app has saved the message typed into it: the app ignores
+    Enter until its models are loaded, which takes longer on a busy machine. Fails saying the
+    message was never taken, not later on a reply that never came."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        page.keyboard.press("Enter")
+        polled = time.monotonic() + 0.5
+        while time.monotonic() < polled:
+            if saved_messages(history, "user"):
+                return
+            time.sleep(0.1)
+    raise AssertionError(f"the tab's app took the typed message within {timeout:.0f} s")

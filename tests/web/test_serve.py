@@ -9,7 +9,7 @@ import subprocess
 import sys
 from html import unescape
 
-from support.browser import TRANSCRIPT, VIEWPORT, Served, browser, colour_pixels, wait_for
+from support.browser import TRANSCRIPT, VIEWPORT, Served, browser, colour_pixels, send_typed_message, wait_for
 from support.processes import saved_messages, saved_replies, specchat, specchat_env
 
 from specchat.ui.theming import DEFAULT_TOKEN_COLOURS
@@ -22,14 +22,6 @@ def _open(chromium_browser, url: str):
     page = chromium_browser.new_page(viewport=VIEWPORT)
     response = page.goto(url)
     return page, response
-
-
-def _wait_quietly(check, seconds: float) -> bool:
-    try:
-        wait_for(check, "", timeout=seconds, every=0.1)
-        return True
-    except AssertionError:
-        return False
 
 
 def _drawn(page) -> None:
@@ -68,10 +60,7 @@ def test_a_message_typed_in_the_browser_gets_a_streamed_reply_on_the_tiny_models
             # typed at once, while the models may still load: the text waits in the box, and
             # Enter sends it once they are loaded (the app says so until then)
             page.keyboard.type("Say something, tiny model.")
-            for _ in range(40):
-                page.keyboard.press("Enter")
-                if _wait_quietly(lambda: saved_messages(history, "user"), 0.5):
-                    break
+            send_typed_message(page, history)
             assert saved_messages(history, "user") == [("Say something, tiny model.", 1)]
             reply = wait_for(lambda: [r for r in saved_replies(history) if r[1]],
                              "a complete reply saved to the tab's history")[0]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support.browser import TRANSCRIPT, VIEWPORT, browser, colour_pixels, send_typed_message, wait_for
+from support.browser import TRANSCRIPT, VIEWPORT, browser, colour_pixels, drawn, send_typed_message, wait_for
 from support.processes import Started, free_port, saved_replies, specchat, specchat_env
 
 from specchat.ui.theming import DEFAULT_TOKEN_COLOURS
@@ -66,6 +66,7 @@ def test_a_room_lets_in_a_tab_with_its_code_and_ctrl_c_leaves_nothing(server_bin
             history = wait_for(lambda: sorted(histories.glob("tab-*.sqlite3")),
                                "a history file for the tab with the code")
             assert len(history) == 1  # the stranger's page started no app
+            drawn(page)
             page.keyboard.type("count: one two three")
             send_typed_message(page, history[0])
             wait_for(lambda: [r for r in saved_replies(history[0]) if r[1]],

@@ -113,6 +113,13 @@ def wait_for(check, what: str, timeout: float = 60.0, every: float = 0.25):
     raise AssertionError(f"{what} within {timeout:.0f} s")
 
 
+def drawn(page) -> None:
+    """Wait until the app in the page has drawn its first screen (keys typed before it runs
+    are lost)."""
+    wait_for(lambda: "-first-byte" in page.evaluate("document.body.className"),
+             "the app's first screen in the page")
+
+
 def send_typed_message(page, history: Path, timeout: float = 120.0) -> None:
     """Press Enter until the tab's app has saved the message typed into it: the app ignores
     Enter until its models are loaded, which takes longer on a busy machine. Fails saying the

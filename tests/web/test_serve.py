@@ -9,7 +9,7 @@ import subprocess
 import sys
 from html import unescape
 
-from support.browser import TRANSCRIPT, VIEWPORT, Served, browser, colour_pixels, send_typed_message, wait_for
+from support.browser import TRANSCRIPT, VIEWPORT, Served, browser, colour_pixels, drawn, send_typed_message, wait_for
 from support.processes import saved_messages, saved_replies, specchat, specchat_env
 
 from specchat.ui.theming import DEFAULT_TOKEN_COLOURS
@@ -24,11 +24,6 @@ def _open(chromium_browser, url: str):
     return page, response
 
 
-def _drawn(page) -> None:
-    wait_for(lambda: "-first-byte" in page.evaluate("document.body.className"),
-             "the app's first screen in the page")
-
-
 def test_the_page_names_itself_and_a_shipped_trace_plays_in_verdict_colours(tmp_path, chromium):
     served = Served(tmp_path, "replay", "code-0.5b-draft-k3", "--speed", "4")
     try:
@@ -37,7 +32,7 @@ def test_the_page_names_itself_and_a_shipped_trace_plays_in_verdict_colours(tmp_
             assert response.status == 200
             assert page.title() == "specchat: speculative decoding, live"
             assert "specchat replay code-0.5b-draft-k3" in page.inner_text(".intro-dialog")
-            _drawn(page)
+            drawn(page)
             accepted = wait_for(
                 lambda: colour_pixels(page.screenshot(), ACCEPTED, TRANSCRIPT) > 500,
                 "accepted drafts drawn in the accepted colour", timeout=90)
@@ -54,7 +49,7 @@ def test_a_message_typed_in_the_browser_gets_a_streamed_reply_on_the_tiny_models
     try:
         with browser(chromium) as b:
             page, _ = _open(b, served.url)
-            _drawn(page)
+            drawn(page)
             before = colour_pixels(page.screenshot(), ACCEPTED, TRANSCRIPT)
             history = wait_for(served.histories, "a history file for the tab")[0]
             # typed at once, while the models may still load: the text waits in the box, and
@@ -83,7 +78,7 @@ def test_a_tab_over_the_cap_gets_a_page_saying_the_room_is_full_until_a_seat_fre
     try:
         with browser(chromium) as b:
             first, _ = _open(b, served.url)
-            _drawn(first)
+            drawn(first)
             second, response = _open(b, served.url)
             assert response.status == 503
             assert "The room is full" in second.inner_text("body")
@@ -91,7 +86,7 @@ def test_a_tab_over_the_cap_gets_a_page_saying_the_room_is_full_until_a_seat_fre
             first.close()
             wait_for(lambda: second.goto(served.url).status == 200, "a seat freed by a closed tab",
                      timeout=30, every=1)
-            _drawn(second)
+            drawn(second)
     finally:
         served.stop()
 

@@ -294,7 +294,7 @@ class CostModel:
             self.verify_count[batch] += 1
         source = draft.source
         tested = min(len(draft), accepted + 1)  # tokens after the first refusal were not tested
-        if source:
+        if source:  # before the running confidence moves on: both key on where the round began
             self._observe_source(draft, accepted, tested, draft_s, passes, verify_s, batch)
         self._observe_target_conf(source, accepted, tested, target_conf)
 

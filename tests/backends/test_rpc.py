@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import pytest
 from support.checks import assert_same_up_to_a_near_tie, calibrated_near_tie
 from support.models import GREEDY, load
 from support.pilot import SIZE, make_app, ready, run_async, until
-from support.processes import RpcServer, history_path, replying, specchat, specchat_env
+from support.processes import RpcServer, free_port, history_path, replying, specchat, specchat_env
 from support.tinymodels import TinySpec, write_tiny_gguf
 
 from specchat.backends.isolated import IsolatedBackend
@@ -173,9 +172,7 @@ def test_the_draft_swapped_on_its_server_loads_and_bench_takes_one_draft_model_t
 
 
 def test_the_server_binds_loopback_unless_told_and_then_warns(tmp_path):
-    with socket.socket() as s:  # a port free on every address
-        s.bind(("0.0.0.0", 0))
-        port = str(s.getsockname()[1])
+    port = str(free_port())
     proc = specchat("rpc-server", "--host", "0.0.0.0", "--port", port, tmp_path=tmp_path)
     assert proc.returncode == 2 and "refusing to serve on 0.0.0.0" in proc.stderr
     assert "SSH tunnel" in proc.stderr and "--expose" in proc.stderr

@@ -25,7 +25,7 @@ ACCEPTED = DEFAULT_TOKEN_COLOURS["spec-accepted"]
 
 def test_llama_server_prints_the_line_to_paste_and_ctrl_c_stops_both(server_binary, tiny,
                                                                      tmp_path):
-    port = free_port()
+    port = free_port(2)
     started = Started(tmp_path, server_binary, "llama-server", "--target", str(tiny.target),
                       "--draft", str(tiny.draft), "--port", str(port), "--baseline",
                       "--threads", "1", "--ctx", "512")
@@ -48,7 +48,7 @@ def test_llama_server_prints_the_line_to_paste_and_ctrl_c_stops_both(server_bina
 
 def test_a_room_lets_in_a_tab_with_its_code_and_ctrl_c_leaves_nothing(server_binary, tiny,
                                                                       tmp_path, chromium):
-    port = free_port()
+    port = free_port(3)
     room = Started(tmp_path, server_binary, "room", "--target", str(tiny.target), "--draft",
                    str(tiny.draft), "--slots", "2", "--port", str(port), "--expose",
                    "--threads", "1", "--ctx", "512", "--", "--max-tokens", "24",

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from support.processes import saved_messages, specchat_env
+from support.processes import free_port, saved_messages, specchat_env
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -39,9 +39,7 @@ class Served:
                  program: Sequence[str] = (sys.executable, "-m", "specchat"),
                  env: dict[str, str] | None = None) -> None:
         """`program`: the specchat to run (another venv's); `env`: added to `specchat_env`."""
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.proc = subprocess.Popen(
             [*program, "serve", "--port", str(self.port), "--max-sessions",

@@ -4,6 +4,7 @@ an RPC server, a local package index's wheels."""
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import socket
@@ -74,13 +75,7 @@ class RpcServer:
 
     def __init__(self, tmp_path: Path, threads: int = 1, port: int | None = None) -> None:
         """`port`: where one that was stopped served (a free one by default)."""
-        import socket
-
-        if port is None:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-        self.port = port
+        self.port = free_port() if port is None else port
         self.endpoint = f"127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "specchat", "rpc-server", "--port", str(self.port),
@@ -134,12 +129,9 @@ class LlamaServer:
 
     def __init__(self, binary: Path, target: Path, draft: Path | None = None, n_max: int = 3,
                  n_ctx: int = 1024, log: Path | None = None) -> None:
-        import socket
         import urllib.request
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         args = [str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(self.port),
                 "-c", str(n_ctx), "-t", "1", "-np", "1", "-ngl", "0"]
@@ -169,20 +161,29 @@ class LlamaServer:
         self.log.close()
 
 
-def free_port(span: int = 3) -> int:
-    """A port with the `span` ports after it free too (a room takes three)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + span < 65536 and all(_free(port + i) for i in range(span)):
+def free_port(span: int = 1) -> int:
+    """A port, with the `span - 1` ports after it, that a server started next can bind.
+
+    It is drawn from below the kernel's ephemeral range: a port the kernel handed out there
+    and the test released can be taken by any outgoing connection (a browser's, a client's)
+    before the server binds it, which failed a room test in CI with "port ... is taken"."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]) \
+        if Path("/proc/sys/net/ipv4/ip_local_port_range").is_file() else 32768
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 12000), low - span)
+        if all(_bindable(port + i) for i in range(span)):
             return port
     raise AssertionError("no free ports")
 
 
-def _free(port: int) -> bool:
+def _bindable(port: int) -> bool:
+    """Bindable on every address, so on loopback too (no listener, no connection, no TIME_WAIT)."""
     with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) != 0
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
 
 
 class Started:

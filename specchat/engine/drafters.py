@@ -108,8 +108,9 @@ class ModelDrafter(DraftModel):
             draft.conf.append(top)
             if draft.dists is not None:
                 draft.dists.append(probs)
-            if i + 1 < k:
-                row = self.backend.eval([tok], 0)[0]
+            if i + 1 == k or not plan.worth_a_pass(self.name, i + 1):
+                break
+            row = self.backend.eval([tok], 0)[0]
         return draft
 
     def release(self, committed: Sequence[int]) -> None:

@@ -272,6 +272,11 @@ class CostModel:
             return min(conf, _PRIOR_ACCEPT + 0.3)
         return bins[_conf_bin(conf)].mean
 
+    def best_confidence_rate(self, source: str) -> float:
+        """The highest `confidence_rate` any confidence of the draft can get."""
+        bins = self.by_confidence.get(source)
+        return _PRIOR_ACCEPT + 0.3 if bins is None else max(b.mean for b in bins)
+
     def expect(self, draft: Draft) -> tuple[float, float]:
         """(expected tokens, expected seconds) of a round that verifies `draft`."""
         if draft.conf:
@@ -383,6 +388,9 @@ class _FixedPlan:
 
     def keep(self, source: str, i: int, conf: float) -> bool:
         return conf >= self.p_min
+
+    def worth_a_pass(self, source: str, i: int) -> bool:
+        return True  # llama.cpp's rule: draft on to k unless the confidence falls below p_min
 
 
 class Policy(Protocol):
@@ -504,20 +512,37 @@ class _AdaptivePlan:
     def keep(self, source: str, i: int, conf: float) -> bool:
         """Keep token i if drafting on to some length L > i adds tokens faster than the round's
         best rate: expected tokens of positions i..L-1 against the extra verify seconds of the
-        longer batch and the passes, with token i's chance from the draft's confidence
-        (calibrated against what was accepted) and later ones from the positions' rates. Looking
-        past the next token lets a draft grow through an expensive batch size to a cheap one
-        (from 3 rows to 4 in a Q4_0 layout)."""
+        longer batch and the passes still to run (token i's own has run), with token i's chance
+        from the draft's confidence (calibrated against what was accepted) and later ones from
+        the positions' rates. Looking past the next token lets a draft grow through an
+        expensive batch size to a cheap one (from 3 rows to 4 in a Q4_0 layout)."""
         if self.probing:
             return i < self.asked
+        self.gain *= self.policy.costs.confidence_rate(source, conf)
+        return self._grows(source, i, self.gain, passes_paid=1)
+
+    def worth_a_pass(self, source: str, i: int) -> bool:
+        """Whether token i, at the draft's most trusted confidence, would pay for its pass as
+        well as for its rows: the pass is run only then. On 2 cores a pass of the 0.5B draft
+        costs a third of a target step, and after most prose rounds of 3 tokens (4 rows, where
+        5 cost far more) no confidence could have kept a fourth."""
+        if self.probing:
+            return i < self.asked
+        return self._grows(source, i, self.gain * self.policy.costs.best_confidence_rate(source),
+                           passes_paid=0)
+
+    def _grows(self, source: str, i: int, gain: float, passes_paid: int) -> bool:
+        """Drafting token i (standing with probability `gain`, with the ones before it) and on
+        to some longer length adds tokens faster than the round's best rate (see `keep`); of
+        the passes that drafting takes, `passes_paid` already ran (token i's own, once it is
+        drafted) and cost nothing more."""
         costs = self.policy.costs
-        self.gain *= costs.confidence_rate(source, conf)
         cap = min(self.cap, self.policy.k_max)
         base_s, pass_s = costs.check_s(1 + i), costs.draft_s(source, 1, True)
-        alive, tokens = self.gain, 0.0
+        alive, tokens = gain, 0.0
         for length in range(i + 1, max(cap, i + 1) + 1):
             tokens += alive
-            extra_s = costs.check_s(1 + length) - base_s + (length - i) * pass_s
+            extra_s = costs.check_s(1 + length) - base_s + (length - i - passes_paid) * pass_s
             if tokens - self.rate * extra_s >= 0:
                 return True
             alive *= costs.position_rate(source, length)

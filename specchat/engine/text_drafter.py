@@ -160,8 +160,9 @@ class TextDrafter(DraftModel):
                 break
             written.append(tok)
             draft.conf.append(top)
-            if i + 1 < k:
-                row = self.backend.eval([tok], 0)[0]
+            if i + 1 == k or not plan.worth_a_pass(self.name, i + 1):
+                break
+            row = self.backend.eval([tok], 0)[0]
         draft.own_pieces = self._pieces(written)
         t2 = time.perf_counter()
         more = valid_text(decode(self.backend, written))
@@ -191,8 +192,9 @@ class TextDrafter(DraftModel):
             draft.conf.append(top)
             draft.dists.append(shared.on_target(q))
             draft.own_pieces.append(self._pieces([tok])[0])
-            if i + 1 < k:
-                row = self.backend.eval([tok], 0)[0]
+            if i + 1 == k or not plan.worth_a_pass(self.name, i + 1):
+                break
+            row = self.backend.eval([tok], 0)[0]
         return draft
 
     def _pieces(self, tokens: Sequence[int]) -> list[str]:

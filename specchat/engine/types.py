@@ -99,3 +99,8 @@ class Plan(Protocol):
         """Whether draft token i, proposed with confidence `conf`, should be kept (and
         drafting go on)."""
         ...
+
+    def worth_a_pass(self, source: str, i: int) -> bool:
+        """Whether a model drafter should run the pass that proposes token i (after keeping
+        token i - 1): False where no confidence it could come with would keep it."""
+        ...

@@ -21,6 +21,7 @@ from support.checks import (
     wrong_rule,
 )
 from support.models import GREEDY, load, prompt_ids, run
+from support.plans import PassesFor
 
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent, turn_of
@@ -186,6 +187,20 @@ def test_confidence_stop_drafts_only_tokens_above_p_min(models):
     drafted = [e for e in events if isinstance(e, TokenEvent) and e.q is not None]
     assert drafted and all(e.q >= 0.9 for e in drafted)
     assert strict.n_drafted < loose.n_drafted
+
+
+def test_a_model_drafter_runs_no_pass_for_a_token_the_plan_would_not_keep(models):
+    """Each pass of a model drafter proposes the next token; one whose token could not be kept
+    is not run (a third of a target step for the 0.5B draft on 2 cores)."""
+    target, draft = models
+    drafter = ModelDrafter(draft, GREEDY, np.random.default_rng(0))
+    ids = prompt_ids(target, "passes")
+    drafter.release([])
+    before = drafter.passes
+    proposed = drafter.propose(ids, PassesFor(k=6, worth=2))
+    assert len(proposed.tokens) == 2 and drafter.passes - before == 2  # catch-up pass, one more
+    drafter.release(ids)
+    assert len(drafter.propose(ids, PassesFor(k=6, worth=6)).tokens) == 6
 
 
 def test_drafts_shorter_than_n_min_are_dropped(models):

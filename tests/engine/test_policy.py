@@ -94,6 +94,19 @@ def test_a_model_draft_stops_where_its_confidence_no_longer_pays():
     assert not plan.keep("draft-model", 1, 0.05)
 
 
+def test_a_model_pass_is_paid_for_before_it_runs_and_not_again_after():
+    """One token at most (cap 1), a pass of 36 ms against a plain step of 40 and a second row
+    for 1 ms more: drafting pays, barely. Before the pass runs, a token could not earn its pass
+    back even at the draft's most trusted confidence, so it is not worth running; once a pass
+    has run (its cost sunk), its token is kept, as its row alone costs 1 ms."""
+    costs = machine({1: 40, 2: 41}, pass_ms=36, source="m", accept=0.95)
+    plan = AdaptivePolicy(8, costs).plan(cap=1)
+    assert plan.k("m", True, behind=1) == 1 and not plan.declined
+    assert not plan.worth_a_pass("m", 0)
+    assert plan.keep("m", 0, 0.99)
+    assert FixedPolicy(3).plan(cap=3).worth_a_pass("m", 2)  # llama.cpp's rule: on to k
+
+
 def test_fixed_policy_keeps_k_and_the_confidence_floor():
     plan = FixedPolicy(3, p_min=0.5).plan(cap=2)
     assert plan.k("anything", True) == 2  # never more than fits

@@ -19,7 +19,9 @@ from support.checks import (
     wrong_rule,
 )
 from support.models import GREEDY, load, prompt_ids, run
+from support.plans import PassesFor
 
+from specchat.engine import kvsync
 from specchat.engine.events import RoundEvent
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.engine.text_drafter import (
@@ -183,3 +185,17 @@ def test_a_new_target_of_another_vocabulary_type_drops_the_draft_with_the_reason
     finally:
         for model in (target, spm, other):
             model.close()
+
+
+@pytest.mark.parametrize("sampling", [GREEDY, SAMPLING], ids=["greedy", "sampling"])
+def test_the_draft_runs_no_pass_for_a_token_the_plan_would_not_keep(text_pair, sampling):
+    target, other = text_pair
+    prompt = prompt_ids(target, "f(x) = (y)")
+    passes = []
+    for worth in (2, 6):
+        kvsync.release(other, [])
+        before = other.passes
+        TextDrafter(other, target, sampling, np.random.default_rng(0)).propose(
+            prompt, PassesFor(k=6, worth=worth))
+        passes.append(other.passes - before)
+    assert passes[0] == 2 < passes[1]  # the catch-up pass and one more, where 6 were worth it

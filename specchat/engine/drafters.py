@@ -108,9 +108,9 @@ class ModelDrafter(DraftModel):
             draft.conf.append(top)
             if draft.dists is not None:
                 draft.dists.append(probs)
-            if i + 1 == k or not plan.worth_a_pass(self.name, i + 1):
+            if (next_row := self.next_row(plan, self.name, tok, i, k)) is None:
                 break
-            row = self.backend.eval([tok], 0)[0]
+            row = next_row
         return draft
 
     def release(self, committed: Sequence[int]) -> None:

@@ -160,9 +160,9 @@ class TextDrafter(DraftModel):
                 break
             written.append(tok)
             draft.conf.append(top)
-            if i + 1 == k or not plan.worth_a_pass(self.name, i + 1):
+            if (next_row := self.next_row(plan, self.name, tok, i, k)) is None:
                 break
-            row = self.backend.eval([tok], 0)[0]
+            row = next_row
         draft.own_pieces = self._pieces(written)
         t2 = time.perf_counter()
         more = valid_text(decode(self.backend, written))
@@ -192,9 +192,9 @@ class TextDrafter(DraftModel):
             draft.conf.append(top)
             draft.dists.append(shared.on_target(q))
             draft.own_pieces.append(self._pieces([tok])[0])
-            if i + 1 == k or not plan.worth_a_pass(self.name, i + 1):
+            if (next_row := self.next_row(plan, self.name, tok, i, k)) is None:
                 break
-            row = self.backend.eval([tok], 0)[0]
+            row = next_row
         return draft
 
     def _pieces(self, tokens: Sequence[int]) -> list[str]:

@@ -167,8 +167,8 @@ def free_port(span: int = 1) -> int:
     It is drawn from below the kernel's ephemeral range: a port the kernel handed out there
     and the test released can be taken by any outgoing connection (a browser's, a client's)
     before the server binds it, which failed a room test in CI with "port ... is taken"."""
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]) \
-        if Path("/proc/sys/net/ipv4/ip_local_port_range").is_file() else 32768
+    ports = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low = int(ports.read_text().split()[0]) if ports.is_file() else 32768
     for _ in range(200):
         port = random.randrange(max(1024, low - 12000), low - span)
         if all(_bindable(port + i) for i in range(span)):

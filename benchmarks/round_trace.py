@@ -1,0 +1,57 @@
+"""Each round of target-only, fixed-k and adaptive arms over suite prompts, run as `specchat
+bench` runs them (interleaved, from empty caches, one engine per arm): what the policy chose,
+what stood, and the draft and verify seconds of every round. A diagnostic, not a test: it shows
+where a reply's time went (a catch-up on the prompt, passes whose token was not kept).
+
+    .venv/bin/python -m benchmarks.round_trace --categories short --draft default --k 3
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks import arguments
+from specchat.bench.runner import Arm, BenchRunner, fresh, load_prompts
+from specchat.engine.events import RoundEvent, TurnEvent
+from specchat.engine.loop import DraftSettings, GenerationSettings
+from specchat.engine.sampling import SamplingParams
+from specchat.loading import load_drafter, load_target
+
+ADAPTIVE_K_MAX = 8
+"""The adaptive arm's longest draft, as the suite in docs/benchmark.md runs it."""
+
+
+def round_line(e: RoundEvent) -> str:
+    conf = "-" if e.target_conf is None else f"{e.target_conf:.2f}"
+    return (f"  r{e.round:<3d} k={e.k} drafted={e.drafted} stood={e.accepted}"
+            f"{' declined' if e.declined else ''} draft={e.draft_s * 1000:.1f} ms "
+            f"verify={e.verify_s * 1000:.1f} ms target-conf={conf}")
+
+
+def main() -> None:
+    args = arguments.parser(__doc__, k=3, repeats=1, categories="short").parse_args()
+    options = arguments.settings(args).models
+    target = load_target(options.target, options)
+    drafters = {name: load_drafter(name, target, SamplingParams(), np.random.default_rng(0),
+                                   options) for name in ("none", options.draft)}
+    arms = [Arm("none"), Arm(options.draft, DraftSettings(k=args.k)),
+            Arm(options.draft, DraftSettings(k=ADAPTIVE_K_MAX, adaptive=True))]
+    runner = BenchRunner(target, drafters, arms)
+    for _ in range(args.repeats):
+        for prompt in load_prompts(None, arguments.categories(args)):
+            ids = runner.prompt_ids(prompt)
+            settings = GenerationSettings(max_tokens=prompt.max_tokens or 96)
+            for arm, engine in runner.engines:
+                fresh(engine)
+                events = list(engine.generate(ids, settings))
+                turn = next(e for e in events if isinstance(e, TurnEvent))
+                print(f"{prompt.category}/{prompt.name} · {arm.label}: {turn.n_tokens} tokens "
+                      f"in {turn.decode_s:.2f} s, {turn.tokens_per_second or 0:.2f} tok/s")
+                if arm.drafter != "none":
+                    for e in events:
+                        if isinstance(e, RoundEvent):
+                            print(round_line(e))
+
+
+if __name__ == "__main__":
+    main()

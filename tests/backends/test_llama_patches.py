@@ -1,6 +1,7 @@
 """specchat's patches to llama.cpp (patches/llama.cpp): they apply to the pinned sdist that
-install.sh builds the wheel from, and the Q4_0 GEMM they change gives a batch the logits of the
-same tokens taken one at a time (the 1-row GEMV path the patch leaves alone)."""
+install.sh builds the wheel from, and the Q4_0 GEMM they change (the AVX2 kernel, or on an
+AVX-512 build its 512-bit form) gives a batch the logits of the same tokens taken one at a time
+(the 1-row GEMV path the patches leave alone)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ def test_the_patches_apply_to_the_pinned_sdist_and_mark_it(tmp_path):
     root = llama_tools.unpack(llama_cpp.__version__, tmp_path)
     assert (root / llama_tools.PATCHED).read_text() == llama_tools.patches_key()
     repack = root / "vendor/llama.cpp/ggml/src/ggml-cpu/arch/x86/repack.cpp"
-    assert "gemm_q4_0_8x8_q8_0_rows4_avx2" in repack.read_text()
+    source = repack.read_text()
+    assert "gemm_q4_0_8x8_q8_0_rows4_avx2" in source
+    assert "gemm_q4_0_8x8_q8_0_rows4_avx512" in source
 
 
 def test_a_patch_that_does_not_apply_is_named(tmp_path, monkeypatch):
@@ -33,15 +36,19 @@ def test_a_patch_that_does_not_apply_is_named(tmp_path, monkeypatch):
         llama_tools.unpack(llama_cpp.__version__, tmp_path / "src")
 
 
-@pytest.fixture(scope="module")
-def q4_0_model(tiny, tmp_path_factory):
+@pytest.fixture(scope="module", params=[1, 2], ids=["1-thread", "2-threads"])
+def q4_0_model(request, tiny, tmp_path_factory):
     """The tiny target re-laid in Q4_0 by llama.cpp's quantizer: its 64- and 128-wide matrices
-    are repacked, so a batch of 4 to 15 rows runs the patched four-row GEMM."""
+    are repacked, so a batch of 4 to 15 rows runs the patched four-row GEMM. Each thread takes
+    chunks of the matrix's columns: on one thread every matrix is one chunk a multiple of 16 wide
+    (the AVX-512 kernel's sixteen columns a pass), on two the 64-wide ones come in chunks of 8,
+    which keep llama.cpp's own path there."""
     from specchat.backends.quantize import quantize
 
     out = tmp_path_factory.mktemp("q4_0") / "tiny.q4_0.gguf"
     quantize(tiny.target, out, Q4_0)
-    return llama_cpp.Llama(str(out), n_ctx=256, logits_all=True, n_threads=2, verbose=False)
+    return llama_cpp.Llama(str(out), n_ctx=256, logits_all=True, n_threads=request.param,
+                           verbose=False)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

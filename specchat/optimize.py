@@ -202,6 +202,7 @@ def already_made(job: Job, layout: Layout, dest: Path) -> Derived | None:
 def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: Sequence[Prompt],
          tokens: int, report: Report = _quiet) -> Derived:
     """Re-lay one model, hash it, measure it against its source, and record it."""
+    from specchat.backends.hot_vocab import HOT_TOKENS, can_score_hot, write_hot_draft
     from specchat.backends.quantize import quantize
 
     name = f"{job.path.stem}.{layout.suffix}"
@@ -212,6 +213,12 @@ def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: S
     t0 = time.perf_counter()
     quantize(job.path, partial, layout,
              lambda done, total: report(f"{name}: {layout.name}", done, total))
+    hot_tokens = HOT_TOKENS if job.role == "draft" and can_score_hot(partial) else 0
+    if hot_tokens:  # a draft's proposals are verified over the whole vocabulary: lossless
+        report(f"{name}: scoring the {hot_tokens} most frequent tokens", 0, None)
+        hot = partial.with_suffix(".hot")
+        write_hot_draft(partial, hot, hot_tokens)
+        hot.replace(partial)
     made_s = time.perf_counter() - t0
     partial.replace(out)
     report(f"{name}: SHA-256", 0, None)
@@ -240,7 +247,7 @@ def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: S
         size=out.stat().st_size, sha256=digest, role=job.role,
         rounding=f"every matrix {source_info.quantization} → {layout.name}: a second rounding "
                  "of weights that were already quantized",
-        made_s=round(made_s, 1), cost=cost, quality=quality)
+        made_s=round(made_s, 1), cost=cost, quality=quality, hot_tokens=hot_tokens)
     save_derived(dest, record)
     return record
 

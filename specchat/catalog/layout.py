@@ -88,6 +88,9 @@ class Derived:
     """What the conversion adds: a second rounding of weights that were already quantized."""
     made_s: float = 0.0
     """Seconds the conversion took."""
+    hot_tokens: int = 0
+    """A draft that scores only its first this many token ids, the most frequent
+    (backends/hot_vocab.py); 0: the whole vocabulary."""
     cost: dict[str, Any] = field(default_factory=dict)
     """step_ms and verify_steps (n = 1, 2, ...) of the source and of this file, timed here."""
     quality: dict[str, Any] = field(default_factory=dict)
@@ -154,7 +157,9 @@ def quality_text(record: Derived) -> str:
     """What the layout does to the replies, in one line."""
     q = record.quality
     if record.role == "draft" or not q:
-        return "as a draft its layout changes only speed, never the reply"
+        hot = (f" (scoring only its {record.hot_tokens:,} most frequent tokens)"
+               if record.hot_tokens else "")
+        return f"as a draft its layout{hot} changes only speed, never the reply"
     return (f"KL {q['kl_mean']:.4f} nats a token from the original (p99 {q['kl_p99']:.3f}), "
             f"top token the same at {q['top1_same']:.1%}; {q['replies_changed']} of "
             f"{q['prompts']} greedy replies differ ({q['tokens']} tokens each)")

@@ -1,7 +1,8 @@
 """specchat's patches to llama.cpp (patches/llama.cpp): they apply to the pinned sdist that
 install.sh builds the wheel from, and the Q4_0 GEMM they change (the AVX2 kernel, or on an
 AVX-512 build its 512-bit form) gives a batch the logits of the same tokens taken one at a time
-(the 1-row GEMV path the patches leave alone)."""
+(the 1-row GEMV path the patches leave alone), and a model with a hot-vocabulary output
+scores those token ids as the whole output layer does and no others."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def test_the_patches_apply_to_the_pinned_sdist_and_mark_it(tmp_path):
     source = repack.read_text()
     assert "gemm_q4_0_8x8_q8_0_rows4_avx2" in source
     assert "gemm_q4_0_8x8_q8_0_rows4_avx512" in source
+    assert "create_tensor_output_hot" in (root / "vendor/llama.cpp/src/llama-model.cpp").read_text()
 
 
 def test_a_patch_that_does_not_apply_is_named(tmp_path, monkeypatch):
@@ -69,3 +71,26 @@ def test_a_q4_0_batch_gives_the_logits_of_its_tokens_one_at_a_time(q4_0_model, p
     # to 8 bits) moves a logit by up to about 0.5% of the largest, with the patch or without;
     # a wrong dot product moves it by tens of percent
     assert np.abs(together - alone).max() <= 0.02 * np.abs(alone).max()
+
+
+def test_a_hot_output_scores_its_rows_as_the_full_layer_and_the_rest_not_at_all(tiny, tmp_path):
+    """patches/llama.cpp/0003: a Q4_0 draft with `output_hot` (what `specchat models optimize`
+    makes of a draft, backends/hot_vocab.py) scores its first token ids with the full output
+    layer's rows, and every other id -inf. The tiny output matrix (265 rows, not a multiple of
+    8) is not repacked where its 96 hot rows are, so the two take different kernels and agree to
+    float rounding; the 0.5B draft's two (both repacked) gave the same bits."""
+    from specchat.backends.hot_vocab import write_hot_draft
+    from specchat.backends.quantize import quantize
+
+    full_path, hot_path = tmp_path / "tiny-draft.q4_0.gguf", tmp_path / "tiny-draft.hot.gguf"
+    quantize(tiny.draft, full_path, Q4_0)
+    write_hot_draft(full_path, hot_path, 96)
+    rows = {}
+    for name, path in (("full", full_path), ("hot", hot_path)):
+        model = llama_cpp.Llama(str(path), n_ctx=128, logits_all=True, n_threads=2, verbose=False)
+        model.eval([5, 17, 42, 101, 7])
+        rows[name] = np.array(model.scores[:model.n_tokens])
+        model.close()
+    assert rows["hot"].shape == rows["full"].shape
+    np.testing.assert_allclose(rows["hot"][:, :96], rows["full"][:, :96], rtol=1e-5, atol=1e-5)
+    assert np.isneginf(rows["hot"][:, 96:]).all()

@@ -28,3 +28,21 @@ def q4_0_draft(tiny, tmp_path_factory):
     draft = load(path)
     yield draft
     draft.close()
+
+
+HOT_TINY = 128
+"""Token ids the tiny hot-vocabulary draft scores, of its 265."""
+
+
+@pytest.fixture(scope="module")
+def hot_draft(tiny, tmp_path_factory):
+    """The tiny draft scoring only its first 128 token ids (`specchat models optimize`'s draft
+    on a large vocabulary, backends/hot_vocab.py): every other logit is -inf, so it cannot
+    propose half the tokens the target may pick."""
+    from specchat.backends.hot_vocab import write_hot_draft
+
+    path = tmp_path_factory.mktemp("hot") / "tiny-draft.hot.gguf"
+    write_hot_draft(tiny.draft, path, HOT_TINY)
+    draft = load(path)
+    yield draft
+    draft.close()

@@ -58,6 +58,17 @@ def test_greedy_matches_target_only_up_to_a_near_tie(models, near_tie, text, k, 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**GREEDY_CASES)
+def test_a_hot_vocabulary_draft_changes_no_greedy_token(models, hot_draft, near_tie, text, k,
+                                                        drafter, adaptive):
+    """A draft that cannot propose half the vocabulary (FR-Spec) drafts less well, never
+    differently for the user."""
+    target, _ = models
+    check_greedy_rule(target, make_drafter(drafter, hot_draft), prompt_ids(target, text), k,
+                      adaptive, near_tie)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**GREEDY_CASES)
 def test_padded_verify_batches_change_no_token(models, near_tie, text, k, drafter, adaptive):
     target, draft = models
     check_greedy_rule(target, make_drafter(drafter, draft), prompt_ids(target, text), k, adaptive,
@@ -151,15 +162,16 @@ def test_each_round_reports_the_targets_running_confidence_before_it(models):
 # -- sampling follows the target's distribution ------------------------------------------------
 
 
-@pytest.mark.parametrize("layout", ["F32 draft", "Q4_0 draft"])
+@pytest.mark.parametrize("layout", ["F32 draft", "Q4_0 draft", "hot-vocabulary draft"])
 @pytest.mark.parametrize("rule", ["p/q rule", "wrong rule"])
-def test_speculative_sampling_follows_the_target_distribution(models, q4_0_draft, monkeypatch,
-                                                              rule, layout):
+def test_speculative_sampling_follows_the_target_distribution(models, q4_0_draft, hot_draft,
+                                                              monkeypatch, rule, layout):
     """The second token comes from a speculative round (draft model, k=2); the pair
-    distribution must be the target's, whatever the draft's layout. Replacing the rule by a
-    subtly wrong one must fail."""
+    distribution must be the target's, whatever the draft's layout, and when the draft gives
+    half the vocabulary no probability at all. Replacing the rule by a subtly wrong one must
+    fail."""
     target, draft = models
-    draft = q4_0_draft if layout == "Q4_0 draft" else draft
+    draft = {"Q4_0 draft": q4_0_draft, "hot-vocabulary draft": hot_draft}.get(layout, draft)
     ids = prompt_ids(target, "sampling")
     expected = expected_pairs(target, ids)
     if rule == "wrong rule":

@@ -11,6 +11,9 @@ first 32,768 of Qwen2.5's ids cover 96.9%, the first 65,536 99.4%. Lossless: the
 verifies each proposal over its whole vocabulary, and a sampling draft's q is the distribution
 it actually proposed from.
 
+Only a llama.cpp with that patch loads such a file (another refuses it for its one tensor more
+than it expects); the original stays beside it under its catalog name.
+
 The rows are copied as they lie (a quantized row is whole blocks of its own), so the hot logits
 are the full layer's: the same bits for the Q4_0 0.5B, whose two matrices take the same kernel.
 """

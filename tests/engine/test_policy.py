@@ -264,23 +264,31 @@ def test_a_model_behind_catches_up_only_where_the_target_finds_the_text_predicta
     assert policy.plan(cap=200).k("m", True, behind=64) > 0
 
 
+def declining_model() -> CostModel:
+    """Model "m" on a steep verify curve, 30% of its drafts standing: a policy declines it."""
+    costs = machine({n: 80 + 60 * (n - 1) for n in range(1, 10)}, source="m", accept=0.3)
+    costs.pass_s["m"], costs.catchup_token_s["m"] = 0.015, 0.004
+    return costs
+
+
+def probes_at(policy: AdaptivePolicy, confidence: float) -> list[int]:
+    """The rounds, of a new reply's first 40, in which the policy probes model "m" (behind by
+    every round it sat out) where the target is `confidence` sure of the text."""
+    policy.start_turn()
+    target_steps(policy.costs, [confidence] * 4)
+    return [r for r in range(40) if policy.plan(cap=100).k("m", True, behind=2 + r)]
+
+
 def test_a_model_that_sat_out_rounds_probes_only_where_the_text_looks_predictable():
     """A probe of a model that sat out rounds first pays to catch up on them. Where the target
     is as unsure of the text as it was when drafts failed, even the hopeful estimate of what
     would stand cannot pay for that, and the declining policy does not probe; where the target
     is sure, it probes on its schedule."""
-    costs = machine({n: 80 + 60 * (n - 1) for n in range(1, 10)}, source="m", accept=0.3)
-    costs.pass_s["m"], costs.catchup_token_s["m"] = 0.015, 0.004
+    costs = declining_model()
     unsure_then_sure(costs, 20, 12, 0.045, 0.2)
     policy = AdaptivePolicy(8, costs)
-
-    def probes(confidence: float) -> list[int]:
-        policy.start_turn()
-        target_steps(costs, [confidence] * 4)
-        return [r for r in range(40) if policy.plan(cap=100).k("m", True, behind=2 + r)]
-
-    assert probes(0.55) == []
-    assert probes(0.99)
+    assert probes_at(policy, 0.55) == []
+    assert probes_at(policy, 0.99)
 
 
 def drafts_at(costs: CostModel, confidence: float, stood: list[bool]) -> None:
@@ -315,18 +323,11 @@ def test_drafts_refused_where_the_target_was_fairly_sure_rule_out_probes_where_i
     of its tokens stood; later, at 0.55, where nothing had been drafted yet, the declining
     policy caught up again to probe (and lost again). Refusals at 0.8 now speak for 0.55 as
     well: no probe there, while text the target is sure of is still probed."""
-    costs = machine({n: 80 + 60 * (n - 1) for n in range(1, 10)}, source="m", accept=0.3)
-    costs.pass_s["m"], costs.catchup_token_s["m"] = 0.015, 0.004
+    costs = declining_model()
     drafts_at(costs, 0.85, [False] * 6)
     policy = AdaptivePolicy(8, costs)
-
-    def probes(confidence: float) -> list[int]:
-        policy.start_turn()
-        target_steps(costs, [confidence] * 4)
-        return [r for r in range(40) if policy.plan(cap=100).k("m", True, behind=2 + r)]
-
-    assert probes(0.55) == []
-    assert probes(0.99)
+    assert probes_at(policy, 0.55) == []
+    assert probes_at(policy, 0.99)
 
 
 def test_one_refusal_at_a_level_seldom_reached_does_not_outweigh_many_that_stood_below_it():

@@ -81,20 +81,27 @@ def fewer_threads(turn: TurnEvent) -> bool:
 
 def slower_why(turn: TurnEvent) -> str:
     """One line of why a reply was slower than the target alone, from what the turn measured:
-    a round's cost in target steps against the tokens a round yielded; or that other programs
-    took the CPU, when they did (then no number of it stands)."""
+    the draft's catch-ups on tokens it sat out, in target steps, where they took half of what
+    the turn lost or more; else a round's cost in target steps against the tokens a round
+    yielded; or that other programs took the CPU, when they did (then no number of it stands)."""
     if note := busy_note(turn.others_cpu):
         return f" · {note}"
     if about_the_same(turn):
         return f" · {speedup_words(turn)}"
-    if not turn.speedup or turn.speedup >= 1 or not turn.baseline_tokens_per_second \
-            or turn.rounds < 2 or not turn.mean_accepted_length:
+    step_rate = turn.baseline_tokens_per_second
+    if not turn.speedup or turn.speedup >= 1 or not step_rate or turn.rounds < 2:
+        return ""
+    # each fits one status line beside "N tokens · stop: …" (the chat pane is 112 columns of 160)
+    why = "specchat bench --server" if turn.server else "F7, specchat tune"
+    lost_s = turn.decode_s - (turn.n_tokens - 1) / step_rate
+    if turn.catchup_s and turn.catchup_s >= lost_s / 2:
+        return (f" · {turn.speedup:.2f}x: draft catch-up on {turn.catchup_tokens} tokens took "
+                f"{turn.catchup_s * step_rate:.1f} steps (why: {why})")
+    if not turn.mean_accepted_length:
         return ""
     # speedup = tokens per round (after the first) over a round's cost in target steps
-    round_steps = turn.decode_s / (turn.rounds - 1) * turn.baseline_tokens_per_second
+    round_steps = turn.decode_s / (turn.rounds - 1) * step_rate
     per_round = (turn.n_tokens - 1) / (turn.rounds - 1)
-    # fits one status line beside "N tokens · stop: …" (the chat pane is 112 columns of 160)
-    why = "specchat bench --server" if turn.server else "F7, specchat tune"
     return (f" · {turn.speedup:.2f}x: {round_steps:.1f} steps a round for {per_round:.1f} "
             f"tokens (why: {why})")
 
@@ -119,6 +126,9 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
         parts.append(f"predicted {turn.predicted_tokens_per_second:.1f} tok/s")
     if turn.declined_rounds:
         parts.append(f"{turn.declined_rounds} rounds target-only (drafting would not pay)")
+    if turn.catchup_tokens:
+        parts.append(f"draft catch-up {turn.catchup_tokens} tokens in "
+                     f"{turn.catchup_s * 1000:.0f} ms (the prompt, rounds it sat out)")
     if turn.context_shifts:
         parts.append(f"context shifts {turn.context_shifts} ({turn.shift_tokens} tokens "
                      f"re-evaluated in {turn.shift_s:.2f} s, not in the decode rate)")

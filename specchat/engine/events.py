@@ -81,6 +81,13 @@ class RoundEvent:
     """The target's running confidence when the round began (an EMA of its top probability
     at the reply's last positions): how predictable the text is here, which the adaptive
     policy reads before a draft model catches up (None before the reply's first token)."""
+    catchup_tokens: int = 0
+    """Committed tokens a draft model read before this round's first draft token beyond the
+    round's own one or two (the last correction or bonus, and the draft token before it): the
+    prompt at a reply's start, or the tokens of rounds it sat out. In its own tokens."""
+    catchup_s: float = 0.0
+    """Seconds of the pass that read them (it also gave the first draft token's row); 0 where
+    the draft was in step."""
     type: str = field(default="round", init=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -151,6 +158,11 @@ class TurnEvent:
     server: dict[str, Any] | None = None
     """A llama-server's own final `timings` for this reply (its prompt and decode rates, its
     draft counters), where a server generated it; the numbers above are the client's."""
+    catchup_tokens: int = 0
+    """Tokens the draft model read to catch up (RoundEvent.catchup_tokens, summed)."""
+    catchup_s: float = 0.0
+    """Seconds of decode_s those catch-up passes took: what a draft that sat out rounds (or
+    the prompt) cost before it drafted again."""
     type: str = field(default="turn", init=False)
 
     def to_json(self) -> dict[str, Any]:

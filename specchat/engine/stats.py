@@ -45,6 +45,8 @@ class TurnStats:
     shift_s: float = 0.0
     """Seconds the target spent evaluating a shortened prompt again mid-reply: in the turn's
     wall time, not in its decode rate (like the prompt's evaluation before the first token)."""
+    catchup_tokens: int = 0
+    catchup_s: float = 0.0
 
     def add_context(self, event: ContextEvent) -> None:
         """Count a shift mid-reply (turns left out before the reply cost no decode time)."""
@@ -59,6 +61,8 @@ class TurnStats:
         self.accepted += r.accepted
         self.k = r.k
         self.declined += r.declined
+        self.catchup_tokens += r.catchup_tokens
+        self.catchup_s += r.catchup_s
         if r.expected_tokens is not None and r.expected_s is not None:
             self.expected_tokens += r.expected_tokens
             self.expected_s += r.expected_s
@@ -162,6 +166,8 @@ class TurnStats:
             threads=threads,
             speedup_low=low,
             speedup_high=high,
+            catchup_tokens=self.catchup_tokens,
+            catchup_s=self.catchup_s,
         )
 
 

@@ -54,6 +54,11 @@ def describe_round(events: list[Event], baseline: float | None) -> Content:
         if summary.declined:
             parts.append(Content(" The policy drafted nothing: no draft length was expected "
                                  "to pay this round."))
+        if summary.catchup_tokens:
+            parts.append(Content(
+                f" Before its first token the draft read {summary.catchup_tokens} token(s) it "
+                f"had not seen (the prompt, or rounds it sat out): that pass took "
+                f"{summary.catchup_s * 1000:.0f} ms of the draft's time."))
         if summary.target_conf is not None:
             parts.append(Content(
                 f" The target's running confidence (its top probability over the last tokens, "

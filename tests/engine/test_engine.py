@@ -215,6 +215,23 @@ def test_a_model_drafter_runs_no_pass_for_a_token_the_plan_would_not_keep(models
     assert len(drafter.propose(ids, PassesFor(k=6, worth=6)).tokens) == 6
 
 
+def test_a_draft_that_has_not_read_the_prompt_reports_its_catch_up_once(models):
+    """A model drafter reads the prompt in its first round (the catch-up the adaptive policy
+    prices and a slower reply is explained by); in step after that, behind by the round's
+    correction or bonus only, it catches up on nothing more. The turn sums what rounds say."""
+    target, draft = models
+    engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=3))
+    engine.clear_caches()
+    ids = prompt_ids(target, "a prompt the draft has not read yet")
+    events, turn = run(engine, ids, max_tokens=16)
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    # round 0 is the target's first token; round 1 reads the prompt and that token, less the
+    # one or two tokens any round reads
+    assert rounds[1].catchup_tokens == len(ids) - 1 and rounds[1].catchup_s > 0
+    assert all(r.catchup_tokens == 0 and r.catchup_s == 0 for r in rounds[:1] + rounds[2:])
+    assert (turn.catchup_tokens, turn.catchup_s) == (len(ids) - 1, rounds[1].catchup_s)
+
+
 def test_drafts_shorter_than_n_min_are_dropped(models):
     target, draft = models
     engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY,

@@ -63,3 +63,9 @@ def test_a_slower_reply_says_why_from_what_it_measured():
     # 10 rounds after the first took 2 s: 0.2 s = 4 target steps of 50 ms, for 3 tokens each
     assert slower_why(slow) == " · 0.75x: 4.0 steps a round for 3.0 tokens (why: F7, specchat tune)"
     assert slower_why(TurnEvent(**{**fields, "speedup": 1.2})) == ""
+    # 30 tokens in 2 s against 1.5 s of plain steps: 0.5 s lost. A catch-up of the draft on
+    # tokens it sat out that took half of that or more is the reason given, in steps
+    caught = TurnEvent(**{**fields, "catchup_tokens": 60, "catchup_s": 0.3})
+    assert slower_why(caught) == (" · 0.75x: draft catch-up on 60 tokens took 6.0 steps "
+                                  "(why: F7, specchat tune)")
+    assert "steps a round" in slower_why(TurnEvent(**{**fields, "catchup_s": 0.2}))

@@ -362,6 +362,23 @@ def test_step_mode_runs_one_round_per_key_and_ends_with_the_free_running_reply(t
     assert replies["stepped"] == replies["free"]
 
 
+def test_a_round_in_step_mode_says_what_the_drafts_catch_up_cost():
+    """A round whose draft first read tokens it had not seen says how many and what that pass
+    took (what makes a reply at a conversation's start slower); a round in step says nothing
+    of it."""
+    from dataclasses import replace
+
+    from specchat.engine.events import RoundEvent
+    from specchat.ui.step_panel import describe_round
+
+    caught = RoundEvent(round=1, k=3, drafted=3, accepted=2, draft_s=0.09, verify_s=0.04,
+                        emitted=3, t_s=0.3, catchup_tokens=40, catchup_s=0.06)
+    shown = str(describe_round([caught], baseline=30.0))
+    assert "read 40 token(s) it had not seen" in shown and "took 60 ms" in shown
+    in_step = replace(caught, catchup_tokens=0, catchup_s=0.0)
+    assert "had not seen" not in str(describe_round([in_step], baseline=30.0))
+
+
 def test_settings_cleared_in_the_form_go_back_to_their_defaults(tiny, tmp_path):
     """A seed and a GPU-layer count, once set, can be emptied again: empty means the default
     (random seed, every layer on the GPU), in the engine and in the config file."""

@@ -23,8 +23,9 @@ ADAPTIVE_K_MAX = 8
 
 def round_line(e: RoundEvent) -> str:
     conf = "-" if e.target_conf is None else f"{e.target_conf:.2f}"
+    caught = f" catch-up={e.catchup_tokens} in {e.catchup_s * 1000:.1f} ms" if e.catchup_tokens else ""
     return (f"  r{e.round:<3d} k={e.k} drafted={e.drafted} stood={e.accepted}"
-            f"{' declined' if e.declined else ''} draft={e.draft_s * 1000:.1f} ms "
+            f"{' declined' if e.declined else ''}{caught} draft={e.draft_s * 1000:.1f} ms "
             f"verify={e.verify_s * 1000:.1f} ms target-conf={conf}")
 
 

@@ -66,6 +66,9 @@ class Summary:
     itl_sd_across_prompts_s: float | None
     """Spread of the per-prompt mean inter-token latency."""
     declined_rounds: int
+    catchup_share: float | None = None
+    """Of the arm's decode seconds, the share its draft model spent catching up on the prompt
+    and on rounds it sat out (None where nothing was decoded)."""
     reported_speedup: float | None = None
     """Median over runs of the speedup each turn reported (target-only steps timed after it)."""
     reported_over_measured: float | None = None
@@ -120,6 +123,11 @@ def _rate(runs: Sequence[Run]) -> float | None:
     return tokens / seconds if seconds > 0 else None
 
 
+def _catchup_share(runs: Sequence[Run]) -> float | None:
+    seconds = sum(r.decode_s for r in runs)
+    return sum(r.catchup_s for r in runs) / seconds if seconds > 0 else None
+
+
 def _step_s(base: Sequence[Run]) -> float | None:
     rate = _rate(base)
     return 1 / rate if rate else None
@@ -168,6 +176,7 @@ def _summary(category: str, arm: str, runs: Sequence[Run], step_s: float | None)
         itl_mean_s=mean(gaps), itl_p95_s=percentile(gaps, 0.95),
         itl_sd_across_prompts_s=statistics.pstdev(prompt_means) if len(prompt_means) > 1 else None,
         declined_rounds=sum(r.declined_rounds for r in runs),
+        catchup_share=_catchup_share(runs),
     )
 
 

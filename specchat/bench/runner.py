@@ -127,6 +127,8 @@ class Run:
     plain_verify_s: float
     predicted_tokens_per_second: float | None
     declined_rounds: int
+    catchup_s: float = 0.0
+    """Decode seconds the draft model spent catching up (TurnEvent.catchup_s)."""
     reported_speedup: float | None = None
     """The speedup the turn itself reported (against target-only steps timed after it at its
     depth), to set beside the one a back-to-back target-only run of the prompt gives."""
@@ -157,7 +159,7 @@ class Run:
                    plain_rounds=plain_rounds, draft_s=draft_s, spec_verify_s=spec_verify_s,
                    plain_verify_s=plain_verify_s,
                    predicted_tokens_per_second=turn.predicted_tokens_per_second,
-                   declined_rounds=turn.declined_rounds,
+                   declined_rounds=turn.declined_rounds, catchup_s=turn.catchup_s,
                    reported_speedup=turn.speedup if turn.draft != "none" else None)
 
     @property

@@ -59,6 +59,7 @@ def test_runs_and_summaries_agree_with_the_events_they_consumed(tiny):
         assert run.draft_s == pytest.approx(sum(r.draft_s for r in rounds if r.drafted))
         assert run.decode_s == pytest.approx(rounds[-1].t_s - rounds[0].t_s)
         assert run.ttft_s == pytest.approx(rounds[0].t_s)  # empty caches: the whole prompt
+        assert run.catchup_s == pytest.approx(sum(r.catchup_s for r in rounds))
     by = {(s.category, s.arm): s for s in summarize(runs)}
     base = by[(ALL, "target only")]
     for arm in ("tiny-draft k=3", "ngram k=4", "tiny-draft adaptive k<=6"):
@@ -70,6 +71,8 @@ def test_runs_and_summaries_agree_with_the_events_they_consumed(tiny):
             assert s.acceptance == pytest.approx(sum(r.accepted for r in mine)
                                                  / sum(r.drafted for r in mine))
         assert s.latency_p50_s <= s.latency_p95_s
+        assert s.catchup_share == pytest.approx(sum(r.catchup_s for r in mine)
+                                                / sum(r.decode_s for r in mine))
         reported = [r.reported_speedup for r in mine]
         assert all(x is not None and x > 0 for x in reported)  # each turn timed its baseline
         assert s.reported_speedup == pytest.approx(statistics.median(reported))
@@ -80,6 +83,7 @@ def test_runs_and_summaries_agree_with_the_events_they_consumed(tiny):
         assert s.speedup_low is not None and s.speedup_high is not None  # 2 prompts x 2 repeats
         assert s.speedup_low <= s.speedup_high
     assert base.reported_speedup is None and base.speedup_low is None
+    assert base.catchup_share == 0 < by[(ALL, "tiny-draft k=3")].catchup_share  # the prompt
     assert by[("edit", "ngram k=4")].runs == 2 * 2  # two edit prompts, two repeats
     target.close()
     draft.close()

@@ -169,7 +169,13 @@ class CostModel:
     """EMA of seconds per draft pass by source (per lookup for a source without passes)."""
     catchup_token_s: dict[str, float] = field(default_factory=dict)
     """EMA of the extra seconds per token when a draft model catches up on several committed
-    tokens at once (after rounds it did not draft, or after a bonus token)."""
+    tokens at once (after rounds it did not draft, or after a bonus token). Known to settle
+    near 0: passes in step (a bonus and the token before it, at a pass's cost) and declined
+    rounds (no pass at all) feed it, so the 0.5B draft's catch-ups, 2.5-3 ms a token, are
+    priced at 0.05 after its first, and the policy treats them as free. Pricing them right
+    lost more on code and edits than it saved on prose, whatever the payback horizon
+    (docs/benchmark.md, "The draft's catch-up"): kept so until the acceptance predicted
+    before a catch-up tells the text apart."""
     by_position: dict[str, list[_Rate]] = field(default_factory=lambda: defaultdict(list))
     by_confidence: dict[str, list[_Rate]] = field(default_factory=dict)
     empty: dict[tuple[str, bool], _Rate] = field(default_factory=dict)

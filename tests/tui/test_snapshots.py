@@ -43,7 +43,8 @@ def fixed_stream() -> list[list]:
         t += 0.25
         summary = RoundEvent(n, 3 if n else 0, drafted, accepted, 0.1 if n else 0.0, 0.15,
                              emitted, t, "tiny-draft", expected_tokens=3.0 if n else None,
-                             expected_s=0.25 if n else None)
+                             expected_s=0.25 if n else None,
+                             catchup_tokens=12 if n == 1 else 0, catchup_s=0.04 if n == 1 else 0.0)
         stats.add_round(summary)
         batches.append(tokens + [summary])
     text = "".join(x for pieces in ROUNDS for k, x in pieces if k is not R)

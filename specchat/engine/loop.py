@@ -267,7 +267,6 @@ class SpeculativeEngine:
         t2 = clock()
         self.policy.costs.observe(draft, n_accepted, t1 - t0, passes, t2 - t1, batch,
                                   confidence)
-        caught_up = max(0, draft.behind - 2) if draft.catchup_s > 0 else 0
         summary = RoundEvent(
             round=round_no, k=plan.asked, drafted=len(draft),
             accepted=n_accepted, draft_s=t1 - t0, verify_s=t2 - t1,
@@ -275,8 +274,8 @@ class SpeculativeEngine:
             declined=plan.declined and not draft.tokens,
             expected_tokens=expected[0] if expected else None,
             expected_s=expected[1] if expected else None, draft_pieces=draft.own_pieces,
-            target_conf=target_conf, catchup_tokens=caught_up,
-            catchup_s=draft.catchup_s if caught_up else 0.0,
+            target_conf=target_conf, catchup_tokens=draft.caught_up,
+            catchup_s=draft.catchup_s if draft.caught_up else 0.0,
         )
         return events, summary
 

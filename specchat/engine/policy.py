@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from copy import copy
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -133,11 +134,11 @@ def _monotone(bins: Sequence[_Rate]) -> list[_Rate]:
     level seldom reached does not outweigh many rounds that stood just below it."""
     blocks: list[tuple[_Rate, int]] = []  # a pooled rate and how many bins it covers
     for rate in bins:
-        pooled, count = _Rate(0.0), 1
-        pooled.hits, pooled.n = rate.hits, rate.n
+        pooled, count = copy(rate), 1
         while blocks and blocks[-1][0].mean > pooled.mean:
             below, covered = blocks.pop()
-            pooled.hits, pooled.n = pooled.hits + below.hits, pooled.n + below.n
+            pooled.hits += below.hits
+            pooled.n += below.n
             count += covered
         blocks.append((pooled, count))
     return [pooled for pooled, count in blocks for _ in range(count)]

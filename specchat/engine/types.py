@@ -77,6 +77,13 @@ class Draft:
         return len(self.tokens)
 
     @property
+    def caught_up(self) -> int:
+        """Tokens its pass read beyond the round's own one or two (the last correction or
+        bonus, and the draft token before it): the prompt, or rounds it sat out; 0 where no
+        pass ran (a declined round falls behind without one)."""
+        return max(0, self.behind - 2) if self.catchup_s > 0 else 0
+
+    @property
     def drafter_ran(self) -> bool:
         """A drafter brought tokens, or a model ran a pass that kept none."""
         return bool(self.tokens) or self.catchup_s > 0

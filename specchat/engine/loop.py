@@ -24,6 +24,7 @@ from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, 
 from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, Policy
 from specchat.engine.sampling import SamplingParams, row_summary
 from specchat.engine.stats import TurnStats
+from specchat.engine.text_kind import text_kind
 from specchat.engine.types import Draft, FittedPrompt, MachineWatch
 from specchat.engine.verify import verify_greedy, verify_sampling
 from specchat.errors import ContextOverflowError
@@ -253,6 +254,7 @@ class SpeculativeEngine:
         """One round: the plan, the draft (at most `cap` tokens), the verify pass, what the
         policy learns from it, and the round's events with its summary last."""
         t0 = clock()
+        self.policy.costs.writing(text_kind(reply.text))
         plan = self.policy.plan(cap)
         passes = self.drafter.passes
         draft = self.drafter.propose(committed, plan) if cap > 0 else Draft()

@@ -22,6 +22,7 @@ from copy import copy
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from specchat.engine.text_kind import TEXT
 from specchat.engine.types import Draft, Plan
 
 _DECAY = 0.97
@@ -186,6 +187,13 @@ class CostModel:
     passes on the suite's long prose followed one another 8 times in 10)."""
     last_empty: dict[str, bool] = field(default_factory=dict)
     """Whether each source's latest pass ended in no draft."""
+    kind: str = TEXT
+    """What the reply is writing where the round begins (engine/text_kind.py; `writing`):
+    what the target's running confidence predicts (`by_target_conf`) and what rounds brought
+    (`realized`) are kept for each kind apart (`at`), since the same confidence meant 0.39 of
+    the 0.5B draft's tokens standing in prose and 0.96 in code. The rest is the source's
+    whatever it writes: in step its own confidence tells the kinds apart, and rates of a kind
+    learned from nothing would keep a source out of it (a cold start at the 0.6 prior)."""
     target_conf: float | None = None
     """The target's running confidence in this reply: an EMA of its top probability at each
     committed position (None until the reply's first row)."""
@@ -193,16 +201,24 @@ class CostModel:
     """Positions of this reply in `target_conf`."""
     by_target_conf: dict[str, list[_Rate]] = field(default_factory=dict)
     """P(a draft token stands | the target's running confidence when the round began), per
-    source, binned: how predictable the text is, read from the target for free, priced in
+    source and kind of text (`at`), binned: how predictable the text is, read from the target for free, priced in
     before a model pays to catch up (on the prompt, 250-500 ms for the 0.5B draft on 2 cores,
     or on the rounds it sat out). Kept across conversations: it ties predictability to
     acceptance, which is the pair's more than the text's."""
     realized: dict[tuple[str, int], _Yield] = field(default_factory=dict)
     """Tokens a second that each source's drafting rounds brought in this reply (a catch-up on
-    missed tokens left out: it is paid once), by the bin of the target's running confidence
-    the round began with: the check on the predictions (`AdaptivePolicy`). Kept apart by that
-    confidence, as rounds lost on unsure text say little of sure text (a reply's prose before
-    its code block); a reply starts without it (`start_turn`)."""
+    missed tokens left out: it is paid once), by the kind of text (`at`) and the bin of the
+    target's running confidence the round began with: the check on the predictions
+    (`AdaptivePolicy`). Kept apart by both, as rounds lost on unsure text or on prose say
+    little of sure text or of a code block; a reply starts without it (`start_turn`)."""
+
+    def writing(self, kind: str) -> None:
+        """What the reply writes where the next round begins (the engine says, every round)."""
+        self.kind = kind
+
+    def at(self, source: str) -> str:
+        """The key of `source`'s statistics kept for each kind of text, where the reply is."""
+        return f"{source} in {self.kind}"
 
     @property
     def warm(self) -> bool:
@@ -290,7 +306,7 @@ class CostModel:
         by every surer level's); None before `_TARGET_CONF_MIN` positions of this reply."""
         if self.target_conf is None or self.target_conf_n < _TARGET_CONF_MIN:
             return None
-        fitted = _monotone(self.by_target_conf.get(source) or _conf_rates())
+        fitted = _monotone(self.by_target_conf.get(self.at(source)) or _conf_rates())
         return min(rate.optimistic if optimistic else rate.mean
                    for rate in fitted[_conf_bin(self.target_conf):])
 
@@ -350,7 +366,7 @@ class CostModel:
         elif draft.tokens:
             _ema(self.pass_s, source, draft_s)
         if batch and draft.drafter_ran and self.target_conf is not None:
-            self.realized.setdefault((source, _conf_bin(self.target_conf)), _Yield()).add(
+            self.realized.setdefault((self.at(source), _conf_bin(self.target_conf)), _Yield()).add(
                 accepted + 1, draft_s - caught_up_s + verify_s)
         rates = self.by_position[source]
         for i in range(tested):
@@ -367,7 +383,7 @@ class CostModel:
         """Calibrate the running confidence the round began with against the draft tokens it
         tested, then move it on by the round's positions."""
         if source and tested and self.target_conf is not None:
-            bins = self.by_target_conf.setdefault(source, _conf_rates())
+            bins = self.by_target_conf.setdefault(self.at(source), _conf_rates())
             for i in range(tested):
                 bins[_conf_bin(self.target_conf)].add(i < accepted)
         for conf in target_conf:
@@ -379,7 +395,7 @@ class CostModel:
         """What `source`'s rounds brought at the target's present running confidence."""
         if self.target_conf is None:
             return None
-        return self.realized.get((source, _conf_bin(self.target_conf)))
+        return self.realized.get((self.at(source), _conf_bin(self.target_conf)))
 
     def new_conversation(self) -> None:
         """Keep what the machine costs; keep how well each source drafted only as a prior of
@@ -391,11 +407,13 @@ class CostModel:
                 rate.shrink()
 
     def start_turn(self) -> None:
-        """A reply begins: what its rounds brought, whether the last pass was empty, and the
-        target's running confidence start again (the rates learned stay)."""
+        """A reply begins: what its rounds brought, whether the last pass was empty, the
+        target's running confidence and what the reply writes start again (the rates learned
+        stay)."""
         self.realized.clear()
         self.last_empty.clear()
         self.target_conf, self.target_conf_n = None, 0
+        self.kind = TEXT
 
 
 def _ema(table: dict, key: object, value: float) -> None:

@@ -175,9 +175,9 @@ class CostModel:
     near 0: passes in step (a bonus and the token before it, at a pass's cost) and declined
     rounds (no pass at all) feed it, so the 0.5B draft's catch-ups, 2.5-3 ms a token, are
     priced at 0.05 after its first, and the policy treats them as free. Pricing them right
-    lost more on code and edits than it saved on prose, whatever the payback horizon
-    (docs/benchmark.md, "The draft's catch-up"): kept so until the acceptance predicted
-    before a catch-up tells the text apart."""
+    lost more on code and edits than it saved on prose, whatever the payback horizon, and
+    with code and prose calibrated apart it still lost on domain text (docs/benchmark.md,
+    "The draft's catch-up" and "Code blocks and prose"): kept so."""
     by_position: dict[str, list[_Rate]] = field(default_factory=lambda: defaultdict(list))
     by_confidence: dict[str, list[_Rate]] = field(default_factory=dict)
     empty: dict[tuple[str, bool], _Rate] = field(default_factory=dict)
@@ -201,9 +201,9 @@ class CostModel:
     """Positions of this reply in `target_conf`."""
     by_target_conf: dict[str, list[_Rate]] = field(default_factory=dict)
     """P(a draft token stands | the target's running confidence when the round began), per
-    source and kind of text (`at`), binned: how predictable the text is, read from the target for free, priced in
-    before a model pays to catch up (on the prompt, 250-500 ms for the 0.5B draft on 2 cores,
-    or on the rounds it sat out). Kept across conversations: it ties predictability to
+    source and kind of text (`at`), binned: how predictable the text is, read from the target
+    for free, priced in before a model pays to catch up (on the prompt, 250-500 ms for the
+    0.5B draft on 2 cores, or on the rounds it sat out). Kept across conversations: it ties predictability to
     acceptance, which is the pair's more than the text's."""
     realized: dict[tuple[str, int], _Yield] = field(default_factory=dict)
     """Tokens a second that each source's drafting rounds brought in this reply (a catch-up on

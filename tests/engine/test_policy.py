@@ -423,4 +423,3 @@ def test_prose_seen_to_lose_is_declined_without_a_probe_while_a_code_block_draft
     assert probes_at(policy, 0.99) == []
     costs.writing(CODE)
     assert policy.plan(cap=100).k("m", True, behind=10) > 0
-

@@ -1,0 +1,89 @@
+"""The adaptive policy of a git revision against the working tree's, side by side with
+target-only: one runner, the three arms interleaved per prompt in rotating order, each policy
+with a fresh cost model on the same verify curve. Prints each prompt's rates and each
+category's median and mean ratio to target-only (the comparisons in docs/benchmark.md,
+"Code blocks and prose").
+
+    .venv/bin/python -m benchmarks.policy_ab --against 56479c8 --repeats 3
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from benchmarks import arguments
+from specchat.bench.runner import Arm, BenchRunner, load_prompts
+from specchat.engine import policy as tree_policy
+from specchat.engine.loop import DraftSettings
+from specchat.engine.sampling import SamplingParams
+from specchat.loading import load_drafter, load_target
+
+K_MAX = 8
+
+
+def policy_at(revision: str) -> ModuleType:
+    """specchat/engine/policy.py as it was at `revision`, loaded as a module of its own."""
+    source = subprocess.run(["git", "show", f"{revision}:specchat/engine/policy.py"],
+                            check=True, capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp()) / "policy_at_revision.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("policy_at_revision", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    if not hasattr(module.CostModel, "writing"):  # before the kinds of text: it hears nothing
+        module.CostModel.writing = lambda self, kind: None
+    return module
+
+
+def main() -> None:
+    ap = arguments.parser(__doc__, repeats=2, categories="")
+    ap.add_argument("--against", default="HEAD", help="the git revision whose policy to compare")
+    args = ap.parse_args()
+    options = arguments.settings(args).models
+    target = load_target(options.target, options)
+    drafters = {name: load_drafter(name, target, SamplingParams(), np.random.default_rng(0),
+                                   options) for name in ("none", options.draft)}
+    adaptive = DraftSettings(k=K_MAX, adaptive=True)
+    runner = BenchRunner(target, drafters, [Arm("none"), Arm(options.draft, adaptive),
+                                            Arm(options.draft, adaptive)])
+    modules = {args.against: policy_at(args.against), "tree": tree_policy}
+    arms = {"none": runner.engines[0]}
+    for (arm, engine), (name, module) in zip(runner.engines[1:], modules.items()):
+        costs = module.CostModel()
+        costs.shape, costs.verify = engine.policy.costs.shape, dict(engine.policy.costs.verify)
+        engine.policy = module.AdaptivePolicy(K_MAX, costs)
+        arms[name] = (arm, engine)
+    ratios: dict[tuple[str, str], list[float]] = defaultdict(list)
+    prompts = load_prompts(None, arguments.categories(args))
+    for rep in range(args.repeats):
+        for n, prompt in enumerate(prompts):
+            order = list(modules)[(rep + n) % 2:] + list(modules)[:(rep + n) % 2]
+            runner.engines = [arms["none"]] + [arms[name] for name in order]
+            runs = dict(zip(["none", *order], runner.run(prompt, rep)))
+            rates = {name: run.tokens_per_second or 0.0 for name, run in runs.items()}
+            for name in modules:
+                ratios[(prompt.category, name)].append(rates[name] / rates["none"])
+            print(prompt.category, prompt.name, {k: round(v, 2) for k, v in rates.items()},
+                  flush=True)
+    for category in dict.fromkeys(p.category for p in prompts):
+        print(category, *(f"{name}: median {statistics.median(ratios[(category, name)]):.3f} "
+                          f"mean {statistics.mean(ratios[(category, name)]):.3f}"
+                          for name in modules), sep=" | ")
+    every = {name: [r for (_, n), rs in ratios.items() if n == name for r in rs] for name in modules}
+    print("all", *(f"{name}: median {statistics.median(rs):.3f}" for name, rs in every.items()),
+          sep=" | ")
+
+
+if __name__ == "__main__":
+    main()

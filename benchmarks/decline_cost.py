@@ -34,10 +34,11 @@ def main() -> None:
     target = load_target(options.target, options)
     drafters = {name: load_drafter(name, target, SamplingParams(), np.random.default_rng(0),
                                    options) for name in ("none", options.draft)}
-    runner = BenchRunner(target, drafters, [Arm("none"), Arm(options.draft,
-                                                             DraftSettings(k=8, adaptive=True))])
+    adaptive = Arm(options.draft, DraftSettings(k=8, adaptive=True))
+    runner = BenchRunner(target, drafters, [Arm("none"), adaptive])
     alone, declining = runner.engines
-    declining[1].policy.costs.draft_s = lambda *_args, **_kw: PRICED_OUT_S  # type: ignore[method-assign]
+    costs = declining[1].policy.costs
+    costs.draft_s = lambda *_args, **_kw: PRICED_OUT_S  # type: ignore[method-assign]
     ratios: list[float] = []
     for rep in range(args.repeats):
         for prompt in load_prompts(None, arguments.categories(args)):

@@ -80,7 +80,8 @@ def main() -> None:
         print(category, *(f"{name}: median {statistics.median(ratios[(category, name)]):.3f} "
                           f"mean {statistics.mean(ratios[(category, name)]):.3f}"
                           for name in modules), sep=" | ")
-    every = {name: [r for (_, n), rs in ratios.items() if n == name for r in rs] for name in modules}
+    every = {name: [r for (_, n), rs in ratios.items() if n == name for r in rs]
+             for name in modules}
     print("all", *(f"{name}: median {statistics.median(rs):.3f}" for name, rs in every.items()),
           sep=" | ")
 

@@ -34,8 +34,10 @@ def main() -> None:
     args = arguments.parser(__doc__, k=3, categories="").parse_args()
     options = arguments.settings(args).models
     target = load_target(options.target, options)
-    drafter = load_drafter(options.draft, target, SamplingParams(), np.random.default_rng(0), options)
-    runner = BenchRunner(target, {options.draft: drafter}, [Arm(options.draft, DraftSettings(k=args.k))])
+    drafter = load_drafter(options.draft, target, SamplingParams(), np.random.default_rng(0),
+                           options)
+    runner = BenchRunner(target, {options.draft: drafter},
+                         [Arm(options.draft, DraftSettings(k=args.k))])
     _, engine = runner.engines[0]
     tally: dict[tuple[str, ...], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for prompt in load_prompts(None, arguments.categories(args)):

@@ -203,8 +203,8 @@ class CostModel:
     """P(a draft token stands | the target's running confidence when the round began), per
     source and kind of text (`at`), binned: how predictable the text is, read from the target
     for free, priced in before a model pays to catch up (on the prompt, 250-500 ms for the
-    0.5B draft on 2 cores, or on the rounds it sat out). Kept across conversations: it ties predictability to
-    acceptance, which is the pair's more than the text's."""
+    0.5B draft on 2 cores, or on the rounds it sat out). Kept across conversations: it ties
+    predictability to acceptance, which is the pair's more than the text's."""
     realized: dict[tuple[str, int], _Yield] = field(default_factory=dict)
     """Tokens a second that each source's drafting rounds brought in this reply (a catch-up on
     missed tokens left out: it is paid once), by the kind of text (`at`) and the bin of the

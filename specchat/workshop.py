@@ -1,11 +1,12 @@
 """The workshop commands: `specchat llama-server` (llama.cpp's own server on a pair, no path
 typed) and `specchat room` (those servers, with the target alone beside them for the speedup,
 and `specchat serve` pointed at them, the attendees' address printed with a QR code). Both stay
-in the foreground; Ctrl-C stops every process they started."""
+in the foreground; Ctrl-C, or a `kill` (SIGTERM), stops every process they started."""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 import time
@@ -78,6 +79,14 @@ def _server_binary(err: Console) -> Path:
     return binary
 
 
+def _stop_on_term() -> None:
+    """SIGTERM (`kill`, a service manager) ends the command as Ctrl-C does, through the
+    `finally` that stops the servers: by default it would end Python at once and leave the
+    llama-servers running. It is also the way to stop a command started in the background,
+    where the shell passes Ctrl-C on ignored."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
 def _stay(servers: local_server.Servers) -> None:
     """Until Ctrl-C, or until a server stops by itself (then say which)."""
     while (why := servers.exited()) is None:
@@ -104,6 +113,7 @@ def run_llama_server(args: argparse.Namespace) -> int:
                   "who can reach the port can use the models on this machine")
     logs = Path(tempfile.mkdtemp(prefix="specchat-llama-server-"))
     err.print(f"starting {_pair(plan)}; logs in {logs}")
+    _stop_on_term()
     servers, line = local_server.start_pair(plan, args.baseline, logs)
     try:
         print(line, flush=True)
@@ -125,6 +135,7 @@ def run_room(args: argparse.Namespace) -> int:
     local_server.port_free("0.0.0.0" if args.expose else "127.0.0.1", args.port)
     logs = Path(tempfile.mkdtemp(prefix="specchat-room-"))
     err.print(f"starting {_pair(plan)} for {args.slots} tabs; logs in {logs}")
+    _stop_on_term()
     servers, _ = local_server.start_pair(plan, True, logs)
     try:
         server = tab_server(["--server", plan.url(plan.port), "--baseline-server",

@@ -1,5 +1,5 @@
 """The workshop commands as a host runs them, on the tiny pair with the real llama-server:
-`specchat llama-server` (the line to paste works, Ctrl-C leaves no process), `specchat room`
+`specchat llama-server` (the line to paste works, Ctrl-C or a kill leaves no process), `specchat room`
 (a tab with the room's code gets a reply drawn in the accepted colour; without it, a page
 saying to ask the host and no app process; Ctrl-C leaves no process; a taken port is one line
 and starts nothing), and `specchat models path`."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -44,6 +45,19 @@ def test_llama_server_prints_the_line_to_paste_and_ctrl_c_stops_both(server_bina
     finally:
         left = started.interrupt()
     assert left == []
+
+
+def test_a_kill_stops_llama_server_and_both_servers_it_started(server_binary, tiny, tmp_path):
+    """SIGTERM (`kill`, a service manager, the way to stop a background job) would end Python
+    at once and leave the servers running; it stops them as Ctrl-C does."""
+    port = free_port(2)
+    started = Started(tmp_path, server_binary, "llama-server", "--target", str(tiny.target),
+                      "--draft", str(tiny.draft), "--port", str(port), "--baseline",
+                      "--threads", "1", "--ctx", "512")
+    started.line(r"^specchat --server ")
+    assert len(started.descendants()) == 2
+    assert started.interrupt(signal.SIGTERM) == []
+    assert started.proc.returncode == 130
 
 
 def test_a_room_lets_in_a_tab_with_its_code_and_ctrl_c_leaves_nothing(server_binary, tiny,

@@ -186,6 +186,12 @@ def _bindable(port: int) -> bool:
     return True
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C as a terminal's foreground process gets it: a shell's background job (a CI
+    script started with `&`) passes SIGINT on ignored, and Python then leaves it so."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Started:
     """`specchat ARGS` in the foreground as a host runs it, read line by line."""
 
@@ -194,7 +200,7 @@ class Started:
                                         "TMPDIR": str(tmp_path)}
         self.proc = subprocess.Popen([sys.executable, "-m", "specchat", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=env, cwd=tmp_path)
+                                     env=env, cwd=tmp_path, preexec_fn=_as_in_a_terminal)
         self.lines: list[str] = []
 
     def line(self, pattern: str) -> re.Match:
@@ -210,11 +216,11 @@ class Started:
     def descendants(self) -> list[psutil.Process]:
         return psutil.Process(self.proc.pid).children(recursive=True)
 
-    def interrupt(self) -> list[int]:
-        """Ctrl-C; the pids of every process it had started that are still alive after (it
-        has exited itself, or this fails)."""
+    def interrupt(self, sig: signal.Signals = signal.SIGINT) -> list[int]:
+        """Ctrl-C (or `sig`); the pids of every process it had started that are still alive
+        after (it has exited itself, or this fails)."""
         started = self.descendants()
-        self.proc.send_signal(signal.SIGINT)
+        self.proc.send_signal(sig)
         self.proc.wait(60)
         gone, alive = psutil.wait_procs(started, timeout=15)
         return [p.pid for p in alive]

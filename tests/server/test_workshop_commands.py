@@ -1,8 +1,8 @@
 """The workshop commands as a host runs them, on the tiny pair with the real llama-server:
-`specchat llama-server` (the line to paste works, Ctrl-C or a kill leaves no process), `specchat room`
-(a tab with the room's code gets a reply drawn in the accepted colour; without it, a page
-saying to ask the host and no app process; Ctrl-C leaves no process; a taken port is one line
-and starts nothing), and `specchat models path`."""
+`specchat llama-server` (the line to paste works, Ctrl-C or a kill leaves no process),
+`specchat room` (a tab with the room's code gets a reply drawn in the accepted colour; without
+it, a page saying to ask the host and no app process; Ctrl-C leaves no process; a taken port is
+one line and starts nothing), and `specchat models path`."""
 
 from __future__ import annotations
 

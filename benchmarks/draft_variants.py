@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 
 from benchmarks.tools import llama_bench
-from specchat.backends.hot_vocab import write_hot_draft
+from specchat.backends.hot_vocab import copy_gguf, write_hot_draft
 from specchat.backends.quantize import quantize
 from specchat.catalog.catalog import resolve_model
 from specchat.catalog.layout import Layout
@@ -41,28 +41,14 @@ def without_layers(source: Path, out: Path, layers: set[int]) -> None:
     count_key = f"{arch}.block_count"
     keep = [i for i in range(int(reader.fields[count_key].contents())) if i not in layers]
     renumber = {old: new for new, old in enumerate(keep)}
-    writer = gguf.GGUFWriter(out, arch=arch, endianess=reader.endianess)
-    for f in reader.fields.values():
-        if f.name == gguf.Keys.General.ARCHITECTURE or f.name.startswith("GGUF."):
-            continue
-        value = len(keep) if f.name == count_key else f.contents()
-        sub_type = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(f.name, value, f.types[0], sub_type=sub_type)
     tensors = []
     for t in reader.tensors:
         block = re.match(r"blk\.(\d+)\.(.*)", t.name)
         if block and int(block[1]) in layers:
             continue
         name = f"blk.{renumber[int(block[1])]}.{block[2]}" if block else t.name
-        tensors.append((name, t))
-    for name, t in tensors:
-        writer.add_tensor_info(name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for _, t in tensors:
-        writer.write_tensor_data(t.data, tensor_endianess=reader.endianess)
-    writer.close()
+        tensors.append((name, t.data, t.tensor_type))
+    copy_gguf(reader, out, tensors, {count_key: len(keep)})
 
 
 def variants(source: Path, optimized: Path, out: Path) -> dict[str, Path]:

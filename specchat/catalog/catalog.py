@@ -72,21 +72,32 @@ def _model(name: str, m: dict[str, Any]) -> CatalogModel:
     return CatalogModel(name=name, sources=list(sources), **fields)
 
 
+def user_path(text: str) -> Path:
+    """`text` with `~` expanded as a shell expands it; as it is where `~name` names no user on
+    this machine (a config from elsewhere): such a path leads nowhere, so it reads as a missing
+    file or folder instead of a traceback."""
+    path = Path(text)
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        return path
+
+
 def models_dir(config: Config | None = None) -> Path:
     """SPECCHAT_MODELS_DIR, else the config's `[models] dir`, else the platform data dir."""
     env = os.environ.get("SPECCHAT_MODELS_DIR")
     if env:
-        return Path(env).expanduser()
+        return user_path(env)
     configured = (config or Config.load()).section("models").get("dir")
     if configured:
-        return Path(configured).expanduser()
+        return user_path(configured)
     return Path(platformdirs.user_data_dir(APP)) / "models"
 
 
 def model_folders(config: Config | None = None) -> list[Path]:
     """The models dir first, then the folders the user added in the config."""
     config = config or Config.load()
-    extra = [Path(p).expanduser() for p in config.section("models").get("folders", [])]
+    extra = [user_path(p) for p in config.section("models").get("folders", [])]
     return [models_dir(config), *extra]
 
 
@@ -107,7 +118,7 @@ def local_ggufs(config: Config | None = None) -> list[Path]:
             for p in sorted(folder.glob("*.gguf")):
                 found[p.resolve()] = None
     for p in config.section("models").get("files", []):
-        path = Path(p).expanduser()
+        path = user_path(p)
         if path.is_file():
             found[path.resolve()] = None
     return list(found)
@@ -129,7 +140,7 @@ def resolve_model(choice: str, role: str, catalog: Catalog | None = None,
         raise ModelNotInstalledError(
             f"model {name} is not installed; run `specchat models fetch {choice}`"
         )
-    path = Path(choice).expanduser()
+    path = user_path(choice)
     if path.suffix == ".gguf" or path.exists() or os.sep in choice:
         return path
     for local in local_ggufs(config):

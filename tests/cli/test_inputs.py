@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 from support.fuzz import read_or_one_line
@@ -87,6 +87,7 @@ def test_config_bytes(data):
     "ui": st.dictionaries(st.sampled_from(["theme", "show_rejected"]), toml_values),
     "models": st.dictionaries(st.sampled_from(["dir", "folders", "files"]), toml_values)})
     | toml_docs)
+@example({"models": {"dir": "~0", "folders": ["~0"]}})  # a user this machine does not have
 def test_config_values_of_any_type(doc):
     try:
         text = tomli_w.dumps(doc)

@@ -108,8 +108,16 @@ def load_drafter(
         backend.close()
         raise CacheTruncationError(backend.name)
     if verdict.ok:
-        return ModelDrafter(backend, sampling, rng)
+        return _model_drafter(backend, sampling, rng)
     return _as_text(backend, target, sampling, rng)
+
+
+def _model_drafter(backend: Backend, sampling: SamplingParams,
+                   rng: np.random.Generator) -> ModelDrafter:
+    """A draft by tokens, whose passes read guessed tokens too where `specchat models
+    optimize` timed its curve on this build and a wider pass costs little (guessed_rows.py)."""
+    return ModelDrafter(backend, sampling, rng,
+                        known_shape(models_dir(), backend.path, installed_build()))
 
 
 def _as_text(backend: Backend, target: Backend, sampling: SamplingParams,
@@ -184,8 +192,8 @@ def _refit(drafter: Drafter, target: Backend, same_vocabulary: bool) -> tuple[Dr
         return drafter, ""
     if same_vocabulary:
         fitted: ModelDrafter | TextDrafter = (inner if isinstance(inner, ModelDrafter) else
-                                              ModelDrafter(inner.backend, inner.sampling,
-                                                           inner.rng))
+                                              _model_drafter(inner.backend, inner.sampling,
+                                                             inner.rng))
     else:
         try:
             fitted = _as_text(inner.backend, target, inner.sampling, inner.rng)

@@ -6,7 +6,6 @@ import numpy as np
 
 from specchat.engine.backend import Backend
 from specchat.engine.sampling import SamplingParams
-from specchat.engine.types import Plan
 
 
 class DraftModel:
@@ -30,10 +29,3 @@ class DraftModel:
 
     def close(self) -> None:
         self.backend.close()
-
-    def next_row(self, plan: Plan, name: str, tok: int, i: int, k: int) -> np.ndarray | None:
-        """After keeping draft token i (`tok`): the draft's row for token i + 1, from one pass;
-        None where the draft is k tokens long or the plan finds that pass not worth running."""
-        if i + 1 == k or not plan.worth_a_pass(name, i + 1):
-            return None
-        return self.backend.eval([tok], 0)[0]

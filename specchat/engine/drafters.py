@@ -19,6 +19,8 @@ import numpy as np
 from specchat.engine import kvsync
 from specchat.engine.backend import Backend
 from specchat.engine.draft_model import DraftModel
+from specchat.engine.guessed_rows import GuessedRows
+from specchat.engine.ngram_index import NgramIndex
 from specchat.engine.sampling import SamplingParams, row_summary, sample
 from specchat.engine.text_drafter import TextDrafter
 from specchat.engine.types import Draft, Plan
@@ -77,41 +79,61 @@ class NoDrafter(_NoModel):
 
 class ModelDrafter(DraftModel):
     """A small model that shares the target's vocabulary proposes up to k tokens, stopping
-    where the plan no longer keeps a token given the draft's top probability."""
+    where the plan no longer keeps a token given the draft's top probability. Where its
+    passes over a few tokens cost little more than over one, a pass also reads guessed next
+    tokens and uses the rows after the ones it then proposes (engine/guessed_rows.py)."""
 
-    def __init__(self, backend: Backend, sampling: SamplingParams, rng: np.random.Generator) -> None:
+    def __init__(self, backend: Backend, sampling: SamplingParams, rng: np.random.Generator,
+                 batch_steps: Sequence[float] = ()) -> None:
         super().__init__(backend, sampling, rng)
         self.name = backend.name
+        self.guessed = GuessedRows(batch_steps)
 
     def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
-        todo = kvsync.pending(self.backend, committed)
+        feed = kvsync.pending(self.backend, committed)
         draft = Draft(dists=None if self.sampling.greedy else [], source=self.name,
-                      uses_passes=True, behind=len(todo))
-        k = min(plan.k(self.name, True, len(todo)), self.backend.n_ctx - len(committed))
+                      uses_passes=True, behind=len(feed))
+        k = min(plan.k(self.name, True, len(feed)), self.backend.n_ctx - len(committed))
         if k <= 0:
             return draft
-        t0 = time.perf_counter()
-        row = self.backend.eval(todo, len(todo) - 1)[0]
-        draft.catchup_s = time.perf_counter() - t0
-        for i in range(k):
-            if draft.dists is None:  # greedy: argmax and its softmax probability, no full copy
-                tok, _, lse = row_summary(row)
-                q = top = float(np.exp(row[tok] - lse))
-            else:
-                probs = self.sampling.distribution(row)
-                tok = sample(probs, self.rng)
-                q, top = float(probs[tok]), float(probs.max())
-            if not plan.keep(self.name, i, top):
-                break
-            draft.tokens.append(tok)
-            draft.q.append(q)
-            draft.conf.append(top)
-            if draft.dists is not None:
-                draft.dists.append(probs)
-            if (next_row := self.next_row(plan, self.name, tok, i, k)) is None:
-                break
-            row = next_row
-        return draft
+        self.guessed.index.update(committed)
+        seq = list(committed)
+        while True:
+            t0 = time.perf_counter()
+            extra = self.guessed.extra(seq, len(feed), k - len(draft) - 1)
+            extra = extra[: self.backend.n_ctx - len(self.backend.tokens) - len(feed)]
+            rows = self.backend.eval(feed + extra, len(feed) - 1)
+            if not draft.catchup_s:
+                draft.catchup_s, draft.widened = time.perf_counter() - t0, bool(extra)
+            for j, row in enumerate(rows):  # row j follows extra[j - 1]: the draft's own row
+                if not self._keep(draft, row, plan):  # while the guesses were its own tokens
+                    return draft
+                seq.append(draft.tokens[-1])
+                if len(draft) == k:
+                    return draft
+                if j == len(extra) or extra[j] != draft.tokens[-1]:
+                    break
+            if not plan.worth_a_pass(self.name, len(draft)):
+                return draft
+            feed = kvsync.pending(self.backend, seq)
+
+    def _keep(self, draft: Draft, row: np.ndarray, plan: Plan) -> bool:
+        """Draw the next token from `row` and add it to `draft` if the plan keeps it."""
+        if draft.dists is None:  # greedy: argmax and its softmax probability, no full copy
+            tok, _, lse = row_summary(row)
+            q = top = float(np.exp(row[tok] - lse))
+        else:
+            probs = self.sampling.distribution(row)
+            tok = sample(probs, self.rng)
+            q, top = float(probs[tok]), float(probs.max())
+        if not plan.keep(self.name, len(draft), top):
+            return False
+        draft.tokens.append(tok)
+        draft.q.append(q)
+        draft.conf.append(top)
+        if draft.dists is not None:
+            draft.dists.append(probs)
+        return True
 
     def release(self, committed: Sequence[int]) -> None:
         kvsync.release(self.backend, committed)
@@ -121,47 +143,30 @@ class NgramDrafter(_NoModel):
     """Prompt lookup: propose what followed the latest earlier occurrence of the longest suffix
     of the conversation (from `n_max` down to `n` tokens) that occurred before.
 
-    The longest match picks the right copy where short ones are ambiguous (every `return` line
-    of a module starts alike). Match lengths are grouped into draft sources (`ngram/3`,
-    `ngram/4+`, `ngram/8+`) so a policy learns which pay: a long match in a copy-heavy edit is
-    usually right, a short one in new prose usually not. The indexes map each n-gram with a
-    continuation to where it last started and grow as tokens are committed, so a lookup costs
-    O(n_max - n) however long the conversation is.
+    Match lengths are grouped into draft sources (`ngram/3`, `ngram/4+`, `ngram/8+`) so a
+    policy learns which pay: a long match in a copy-heavy edit is usually right, a short one in
+    new prose usually not.
     """
 
     GROUPS = (8, 4)
     """Lower bounds of the match-length groups above the shortest."""
 
     def __init__(self, n: int = 3, n_max: int | None = None) -> None:
-        self.n, self.n_max = n, max(n, n_max or n)
+        self.index = NgramIndex(n, n_max or n)
+        self.n, self.n_max = n, self.index.n_max
         self.name = f"ngram-{n}" if self.n_max == n else f"ngram-{n}..{self.n_max}"
-        self._seen: list[int] = []
-        self._index: dict[tuple[int, ...], int] = {}
-
-    def _update(self, committed: Sequence[int]) -> None:
-        if len(committed) < len(self._seen) or committed[: len(self._seen)] != self._seen:
-            self._seen, self._index = [], {}
-        start = max(0, len(self._seen) - self.n_max)
-        self._seen = list(committed)
-        seq = self._seen
-        for i in range(start, len(seq)):  # n-grams with a token after them
-            for m in range(self.n, min(self.n_max, len(seq) - 1 - i) + 1):
-                self._index[tuple(seq[i : i + m])] = i
 
     def source(self, m: int) -> str:
         return next((f"ngram/{g}+" for g in self.GROUPS if self.n < g <= m), f"ngram/{self.n}")
 
     def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
-        self._update(committed)
-        for m in range(min(self.n_max, len(committed) - 1), self.n - 1, -1):
-            at = self._index.get(tuple(committed[-m:]))
-            if at is None:
-                continue
-            source = self.source(m)
-            k = plan.k(source, False)
-            tokens = list(committed[at + m : at + m + k])
-            return Draft(tokens=tokens, q=[1.0] * len(tokens), source=source)
-        return Draft()
+        self.index.update(committed)
+        start, m = self.index.match(committed)
+        if not m:
+            return Draft()
+        source = self.source(m)
+        tokens = self.index.after(start, plan.k(source, False))
+        return Draft(tokens=tokens, q=[1.0] * len(tokens), source=source)
 
     def release(self, committed: Sequence[int]) -> None:
         pass  # the index follows `committed` on the next proposal

@@ -177,7 +177,9 @@ class CostModel:
     priced at 0.05 after its first, and the policy treats them as free. Pricing them right
     lost more on code and edits than it saved on prose, whatever the payback horizon, and
     with code and prose calibrated apart it still lost on domain text (docs/benchmark.md,
-    "The draft's catch-up" and "Code blocks and prose"): kept so."""
+    "The draft's catch-up" and "Code blocks and prose"): kept so. A pass widened by guesses
+    (`Draft.widened`) does not feed it: its extra rows are the guesses', and fed, they priced
+    every catch-up at half a pass a token and the adaptive policy stopped drafting."""
     by_position: dict[str, list[_Rate]] = field(default_factory=lambda: defaultdict(list))
     by_confidence: dict[str, list[_Rate]] = field(default_factory=dict)
     empty: dict[tuple[str, bool], _Rate] = field(default_factory=dict)
@@ -359,7 +361,7 @@ class CostModel:
         if draft.uses_passes:
             if passes > 1:
                 _ema(self.pass_s, source, (draft_s - draft.catchup_s) / (passes - 1))
-            if draft.behind > 1 and source in self.pass_s:
+            if draft.behind > 1 and source in self.pass_s and not draft.widened:
                 extra = max(0.0, draft.catchup_s - self.pass_s[source]) / (draft.behind - 1)
                 _ema(self.catchup_token_s, source, extra)
                 caught_up_s = extra * max(0, draft.behind - 2)

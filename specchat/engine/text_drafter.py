@@ -114,6 +114,13 @@ class TextDrafter(DraftModel):
         """Seconds spent re-encoding (both directions) so far."""
         self._shared: SharedTokens | None = None
 
+    def next_row(self, plan: Plan, name: str, tok: int, i: int, k: int) -> np.ndarray | None:
+        """After keeping draft token i (`tok`): the draft's row for token i + 1, from one pass;
+        None where the draft is k tokens long or the plan finds that pass not worth running."""
+        if i + 1 == k or not plan.worth_a_pass(name, i + 1):
+            return None
+        return self.backend.eval([tok], 0)[0]
+
     @property
     def shared(self) -> SharedTokens:
         """The shared tokens, found at the first sampled round (greedy never needs them)."""

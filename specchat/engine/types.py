@@ -69,6 +69,9 @@ class Draft:
     """Committed tokens a draft model had to catch up on before drafting."""
     catchup_s: float = 0.0
     """Seconds its catch-up pass took (it also yields the first draft token's row)."""
+    widened: bool = False
+    """That pass also read guessed tokens or padding (engine/guessed_rows.py), so its seconds
+    are not the catch-up's alone."""
     own_pieces: list[str] = field(default_factory=list)
     """The draft model's own tokens as it wrote them, where its vocabulary is not the target's
     (it drafts as text); empty otherwise, where they are `tokens`."""

@@ -423,3 +423,17 @@ def test_prose_seen_to_lose_is_declined_without_a_probe_while_a_code_block_draft
     assert probes_at(policy, 0.99) == []
     costs.writing(CODE)
     assert policy.plan(cap=100).k("m", True, behind=10) > 0
+
+
+def test_a_pass_widened_by_guesses_is_not_priced_as_a_catch_up():
+    """A draft two tokens behind (the round's bonus and the draft token before it) reads them
+    in one pass; where that pass also read guessed tokens (engine/guessed_rows.py) its extra
+    time is the guesses', and priced as catching up it made every later catch-up look dear
+    (half a pass a token: the adaptive policy then stopped drafting on the suite's code)."""
+    for widened, priced in ((False, True), (True, False)):
+        costs = CostModel()
+        costs.pass_s["m"] = 0.010
+        draft = Draft(tokens=[1, 2, 3], source="m", uses_passes=True, behind=2, catchup_s=0.015,
+                      widened=widened)
+        costs.observe(draft, 3, 0.015, 1, 0.040, 4)
+        assert ("m" in costs.catchup_token_s) is priced

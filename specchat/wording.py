@@ -139,6 +139,8 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
         parts.append(f"server steps {turn.target_passes}")
     else:
         parts.append(f"target passes {turn.target_passes}")
+        if turn.draft_passes:  # fewer than the tokens it drafted where its guesses stood
+            parts.append(f"draft passes {turn.draft_passes}")
     parts.append(f"stop {turn.stop_reason}")
     if fewer_threads(turn):
         parts.append(f"threads {turn.threads} (the other cores were busy before it)")

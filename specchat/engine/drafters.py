@@ -96,7 +96,7 @@ class ModelDrafter(DraftModel):
         k = min(plan.k(self.name, True, len(feed)), self.backend.n_ctx - len(committed))
         if k <= 0:
             return draft
-        self.guessed.index.update(committed)
+        self.guessed.follow(committed)
         seq = list(committed)
         while True:
             t0 = time.perf_counter()

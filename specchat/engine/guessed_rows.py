@@ -39,6 +39,11 @@ class GuessedRows:
         `specchat models optimize` on this machine and build; empty: never widen."""
         self.index = NgramIndex(1, 12)
 
+    def follow(self, committed: Sequence[int]) -> None:
+        """Index the committed tokens before a proposal (nothing to do where no pass widens)."""
+        if self.steps:
+            self.index.update(committed)
+
     def _cost(self, n: int) -> float:
         return self.steps[n - 1]
 
@@ -64,4 +69,4 @@ class GuessedRows:
         cheapest = min(self._cost(m) for m in sizes)
         width = max(m for m in sizes if self._cost(m) * _FREE_MARGIN <= cheapest) - feed
         pad = guess[:width]
-        return pad + [(pad or list(seq))[-1]] * (width - len(pad))
+        return pad + [pad[-1] if pad else seq[-1]] * (width - len(pad))

@@ -114,10 +114,10 @@ class TextDrafter(DraftModel):
         """Seconds spent re-encoding (both directions) so far."""
         self._shared: SharedTokens | None = None
 
-    def next_row(self, plan: Plan, name: str, tok: int, i: int, k: int) -> np.ndarray | None:
+    def next_row(self, plan: Plan, tok: int, i: int, k: int) -> np.ndarray | None:
         """After keeping draft token i (`tok`): the draft's row for token i + 1, from one pass;
         None where the draft is k tokens long or the plan finds that pass not worth running."""
-        if i + 1 == k or not plan.worth_a_pass(name, i + 1):
+        if i + 1 == k or not plan.worth_a_pass(self.name, i + 1):
             return None
         return self.backend.eval([tok], 0)[0]
 
@@ -167,7 +167,7 @@ class TextDrafter(DraftModel):
                 break
             written.append(tok)
             draft.conf.append(top)
-            if (next_row := self.next_row(plan, self.name, tok, i, k)) is None:
+            if (next_row := self.next_row(plan, tok, i, k)) is None:
                 break
             row = next_row
         draft.own_pieces = self._pieces(written)
@@ -199,7 +199,7 @@ class TextDrafter(DraftModel):
             draft.conf.append(top)
             draft.dists.append(shared.on_target(q))
             draft.own_pieces.append(self._pieces([tok])[0])
-            if (next_row := self.next_row(plan, self.name, tok, i, k)) is None:
+            if (next_row := self.next_row(plan, tok, i, k)) is None:
                 break
             row = next_row
         return draft

@@ -43,6 +43,7 @@ class Transcript(VerticalScroll):
         user.set_plain(text)
         self.reply = LiveReply(role="assistant")
         self.reply.show_rejected = self.show_rejected
+        self.reply.growing = True
         self.mount(user, self.reply)
         self.scroll_end(animate=False)
         self.stats = TurnStats()
@@ -63,6 +64,7 @@ class Transcript(VerticalScroll):
                 reply.add_draft_own(event.draft_pieces)
             elif isinstance(event, TurnEvent):
                 self.last_turn = reply.turn = event
+                reply.growing = False
                 if event.stop_reason in ENDS:
                     self.add_note(ENDS[event.stop_reason])
                 self.redraw()
@@ -84,6 +86,7 @@ class Transcript(VerticalScroll):
     def fail(self, error: str) -> None:
         """The reply ended with an error: what it had written stays, with the error under it."""
         if self.reply is not None:
+            self.reply.growing = False
             self.reply.note = ("cut off: " if self.reply.pieces else "no reply: ") + error
             self.reply.refresh_content()
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from textual import events
+from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
@@ -45,27 +48,56 @@ class Legend(Static):
         self.update(Content.assemble(*parts))
 
 
-class LiveReply(Static):
+SETTLE_LINES = 12
+"""Once the live part of a reply holds this many lines, the finished ones move into a widget of
+their own that is not drawn again: a redraw renders only the lines still growing. Redrawing the
+whole reply took the CPU llama.cpp would have had (docs/benchmark.md, "Does the TUI slow
+generation?")."""
+
+GROW_LINES = 4
+"""A reply in flight grows in steps of this many lines (blank until written): the screen is laid
+out again, and redrawn whole as the view follows, once a step instead of at every new line."""
+
+Mark = tuple[int, int]
+"""A place in a reply: a piece's index and how many of its characters come before it."""
+
+
+class LiveReply(Vertical):
     """A reply as token verdicts: each piece styled by its kind through theme variables.
 
     Rejected drafts stay in the list at the place they were refused and are drawn only while
     `show_rejected` is on, so toggling it redraws without losing anything. The same switch
     shows, after each round drafted in another vocabulary, the draft model's own tokens (what it
-    wrote before its text became the target's tokens).
+    wrote before its text became the target's tokens). The reply is drawn as settled lines
+    and a live tail (`SETTLE_LINES`).
+    """
+
+    DEFAULT_CSS = """
+    LiveReply { height: auto; }
+    LiveReply > Static { height: auto; }
     """
 
     show_rejected: reactive[bool] = reactive(True)
 
     def __init__(self, *, role: str = "assistant", **kwargs) -> None:
-        super().__init__("", **kwargs)
+        super().__init__(**kwargs)
         self.pieces: list[tuple[TokenKind, str]] = []
         self.draft_own: dict[int, list[str]] = {}
         """Piece index -> the draft's own tokens of the round whose draft tokens end there."""
         self.turn: TurnEvent | None = None
         """The finished turn's numbers (a reply shown from the history has none)."""
         self.note = ""
+        self.growing = False
+        """The reply is in flight: it takes room in steps of `GROW_LINES` (`refresh_content`)."""
+        self._tail = Static("")
+        self._tail_content = Content("")
+        self._tail_from: Mark = (0, 0)
+        self._settled: list[Content] = []
         self._height: int | None = None
         self.add_class(role)
+
+    def compose(self) -> ComposeResult:
+        yield self._tail
 
     def add_tokens(self, events: list[TokenEvent]) -> None:
         """Take the tokens; the app redraws at its own pace with `refresh_content`."""
@@ -83,32 +115,94 @@ class LiveReply(Static):
     def plain(self) -> str:
         return "".join(text for _, text in self.pieces)
 
+    @property
+    def drawn(self) -> str:
+        """The text on screen, settled lines and tail."""
+        return "\n".join(c.plain for c in [*self._settled, self._tail_content])
+
     def set_plain(self, text: str, kind: TokenKind = TokenKind.TARGET) -> None:
         self.pieces, self.draft_own = [(kind, text)], {}
-        self.refresh_content()
+        self._unsettle()
 
     def watch_show_rejected(self) -> None:
+        self._unsettle()
+
+    def _unsettle(self) -> None:
+        """Draw the whole reply again, from its first line (what is shown of it changed)."""
+        for widget in list(self.children):
+            if widget is not self._tail:
+                widget.remove()
+        self._settled, self._tail_from, self._height = [], (0, 0), None
         self.refresh_content()
 
     def refresh_content(self) -> None:
-        """Redraw; lay the screen out again only when the reply's height changed (a layout pass
-        costs tens of milliseconds of CPU that llama.cpp would otherwise have)."""
+        """Redraw the tail; lay the screen out again only when the room the reply takes changed
+        (a layout pass, and the whole screen drawn again as the view follows, cost CPU that
+        llama.cpp would otherwise have)."""
+        if self.is_mounted:
+            self._settle()
+        shown = self._shown(self._tail_from, (len(self.pieces), 0))
         own = self.draft_own if self.show_rejected else {}
-        shown = []
-        for i, (kind, text) in enumerate(self.pieces):
-            if i in own:
-                shown.append(draft_own_text(own[i]))
-            if self.show_rejected or kind is not TokenKind.REJECTED:
-                shown.append(Content.styled(text, token_style(kind)))
         if len(self.pieces) in own:  # a round that ended the reply: after its tokens
             shown.append(draft_own_text(own[len(self.pieces)]))
         if self.note:
             shown.append(Content.styled(f"  [{self.note}]", "italic $text-muted"))
         content = Content.assemble(*shown) if shown else Content("")
-        width = self.content_region.width
+        width = self._tail.content_region.width
         height = content.get_height(self.styles, width) if width else None  # type: ignore[arg-type]
-        self.update(content, layout=height is None or height != self._height)
-        self._height = height
+        if height is not None and self.growing:
+            height = -(-max(height, 1) // GROW_LINES) * GROW_LINES
+        relayout = height is None or height != self._height
+        if relayout:
+            self._tail.styles.height = height if height is not None and self.growing else "auto"
+        self._tail.update(content, layout=relayout)
+        self._tail_content, self._height = content, height
+
+    def _settle(self) -> None:
+        """Move the tail's finished lines into a widget of their own once it holds
+        `SETTLE_LINES`."""
+        last = last_line_break(self.pieces, self._tail_from, self.show_rejected)
+        if last is None:
+            return
+        settled = Content.assemble(*self._shown(self._tail_from, last))
+        self._settled.append(settled)
+        self.mount(Static(settled), before=self._tail)
+        self._tail_from, self._height = (last[0], last[1] + 1), None
+
+    def _shown(self, start: Mark, end: Mark) -> list[Content]:
+        return styled_pieces(self.pieces, self.draft_own if self.show_rejected else {},
+                             self.show_rejected, start, end)
+
+
+def last_line_break(pieces: Sequence[tuple[TokenKind, str]], start: Mark,
+                    show_rejected: bool, lines: int = SETTLE_LINES) -> Mark | None:
+    """Where the last line break drawn after `start` is, if `lines` or more are drawn there."""
+    count, last = 0, None
+    for i in range(start[0], len(pieces)):
+        kind, text = pieces[i]
+        if show_rejected or kind is not TokenKind.REJECTED:
+            from_char = start[1] if i == start[0] else 0
+            count += text.count("\n", from_char)
+            if "\n" in text[from_char:]:
+                last = (i, text.rindex("\n"))
+    return last if count >= lines else None
+
+
+def styled_pieces(pieces: Sequence[tuple[TokenKind, str]], own: dict[int, list[str]],
+                  show_rejected: bool, start: Mark, end: Mark) -> list[Content]:
+    """The styled text of a reply from `start` up to `end` (a piece's characters before the
+    mark belong before it): each piece drawn as its kind, and the draft's own tokens before
+    the piece they were placed at."""
+    shown = []
+    for i in range(start[0], min(end[0] + 1, len(pieces))):
+        kind, text = pieces[i]
+        lo = start[1] if i == start[0] else 0
+        hi = end[1] if i == end[0] else len(text)
+        if i in own and not lo:
+            shown.append(draft_own_text(own[i]))
+        if (show_rejected or kind is not TokenKind.REJECTED) and hi > lo:
+            shown.append(Content.styled(text[lo:hi], token_style(kind)))
+    return shown
 
 
 def draft_own_text(pieces: list[str]) -> Content:

@@ -260,9 +260,9 @@ def test_changing_the_target_keeps_the_chat_and_a_draft_of_another_vocabulary_dr
             # the rejected drafts, and hides them with them
             reply = app.chat_screen.transcript.reply
             assert app.chat_screen.transcript.last_turn.n_drafted > 0 and reply.draft_own
-            assert "⟨draft: " in str(reply.render())
+            assert "⟨draft: " in reply.drawn
             app.chat_screen.action_toggle_rejected()
-            assert "⟨draft: " not in str(reply.render())
+            assert "⟨draft: " not in reply.drawn
     run_async(scenario)
 
 

@@ -1,0 +1,87 @@
+"""A reply drawn as settled lines and a live tail looks the same as the reply drawn whole."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.pilot import run_async
+from textual.app import App, ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+
+from specchat.engine.events import TokenEvent, TokenKind
+from specchat.ui.widgets import GROW_LINES, SETTLE_LINES, LiveReply, last_line_break, styled_pieces
+
+pieces_st = st.lists(st.tuples(st.sampled_from(list(TokenKind)),
+                               st.text(alphabet="ab \n", min_size=1, max_size=6)), max_size=40)
+
+
+def styled_chars(content: Content) -> list[tuple[str, tuple[str, ...]]]:
+    """Each character with the styles that cover it (a line break draws no cell, so none):
+    two contents look the same where these are equal, however their spans are cut."""
+    styles: list[list[str]] = [[] for _ in content.plain]
+    for span in content.spans:
+        for i in range(span.start, span.end):
+            styles[i].append(str(span.style))
+    return [(c, () if c == "\n" else tuple(s)) for c, s in zip(content.plain, styles)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=pieces_st, show_rejected=st.booleans(), lines=st.integers(1, 4),
+       own_at=st.sets(st.integers(0, 40), max_size=5))
+def test_settled_lines_and_the_tail_draw_what_the_whole_reply_draws(pieces, show_rejected,
+                                                                     lines, own_at):
+    own = {i: ["x", "y\n"] for i in own_at if i < len(pieces)}
+    whole = Content.assemble(*styled_pieces(pieces, own, show_rejected, (0, 0),
+                                            (len(pieces), 0)))
+    parts, start = [], (0, 0)
+    while (last := last_line_break(pieces, start, show_rejected, lines)) is not None:
+        part = Content.assemble(*styled_pieces(pieces, own, show_rejected, start, last))
+        assert part.plain.count("\n") >= lines - 1  # a part ends where its last line does
+        parts.append(part)
+        start = (last[0], last[1] + 1)
+    tail = Content.assemble(*styled_pieces(pieces, own, show_rejected, start, (len(pieces), 0)))
+    assert tail.plain.count("\n") < lines  # all that could settle did
+    drawn = Content("\n").join([*parts, tail])
+    assert styled_chars(drawn) == styled_chars(whole)
+
+
+def token(kind: TokenKind, text: str) -> TokenEvent:
+    return TokenEvent(kind=kind, id=0, text=text, position=0, round=1, p=None, q=None,
+                      logit_gap=None, u=None)
+
+
+class OneReply(App):
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield LiveReply()
+
+
+def test_a_long_reply_settles_its_lines_grows_in_steps_and_toggles_whole():
+    app = OneReply()
+    lines = 3 * SETTLE_LINES + 1
+
+    async def scenario():
+        async with app.run_test(size=(60, 20)) as pilot:
+            reply = app.query_one(LiveReply)
+            reply.growing = True
+            for n in range(lines):
+                reply.add_tokens([token(TokenKind.ACCEPTED, f"line {n}"),
+                                  token(TokenKind.REJECTED, " no"),
+                                  token(TokenKind.CORRECTED, "\n")])
+                reply.refresh_content()
+                await pilot.pause()
+                assert reply.size.height % GROW_LINES == 0  # room taken in steps
+                assert reply.size.height >= n + 2  # the lines so far and the one growing
+            assert len(reply.children) == 4  # three settled widgets and the tail
+            expected = "".join(f"line {n} no\n" for n in range(lines))
+            assert reply.drawn == expected
+            reply.show_rejected = False
+            await pilot.pause()
+            assert reply.drawn == expected.replace(" no", "")
+            reply.growing = False
+            reply.refresh_content()
+            await pilot.pause()
+            assert reply.size.height == lines + 1  # the reply's own lines, the last one empty
+
+    run_async(scenario)

@@ -103,10 +103,12 @@ class ModelDrafter(DraftModel):
             extra = self.guessed.extra(seq, len(feed), k - len(draft) - 1)
             extra = extra[: self.backend.n_ctx - len(self.backend.tokens) - len(feed)]
             rows = self.backend.eval(feed + extra, len(feed) - 1)
-            if not draft.catchup_s:
+            later = draft.catchup_s > 0
+            if not later:
                 draft.catchup_s, draft.widened = time.perf_counter() - t0, bool(extra)
             for j, row in enumerate(rows):  # row j follows extra[j - 1]: the draft's own row
-                if not self._keep(draft, row, plan):  # while the guesses were its own tokens
+                draft.later_draws += later  # while the guesses were its own tokens
+                if not self._keep(draft, row, plan):
                     return draft
                 seq.append(draft.tokens[-1])
                 if len(draft) == k:

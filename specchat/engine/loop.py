@@ -256,9 +256,7 @@ class SpeculativeEngine:
         t0 = clock()
         self.policy.costs.writing(text_kind(reply.text))
         plan = self.policy.plan(cap)
-        passes = self.drafter.passes
         draft = self.drafter.propose(committed, plan) if cap > 0 else Draft()
-        passes = self.drafter.passes - passes
         if len(draft) < self.draft_settings.n_min:
             draft = replace(draft, tokens=[], q=[], conf=[], dists=None)
         t1 = clock()
@@ -267,8 +265,7 @@ class SpeculativeEngine:
         before = len(reply.ids)
         events, n_accepted, batch, confidence = self._round(round_no, committed, draft, reply)
         t2 = clock()
-        self.policy.costs.observe(draft, n_accepted, t1 - t0, passes, t2 - t1, batch,
-                                  confidence)
+        self.policy.costs.observe(draft, n_accepted, t1 - t0, t2 - t1, batch, confidence)
         summary = RoundEvent(
             round=round_no, k=plan.asked, drafted=len(draft),
             accepted=n_accepted, draft_s=t1 - t0, verify_s=t2 - t1,

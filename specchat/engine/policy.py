@@ -168,7 +168,9 @@ class CostModel:
     x86) where a straight line through the sizes it has seen would miss them."""
     verify_count: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     pass_s: dict[str, float] = field(default_factory=dict)
-    """EMA of seconds per draft pass by source (per lookup for a source without passes)."""
+    """EMA of the seconds a drafted token's pass takes, by source (per lookup for a source
+    without passes): a pass that also read guessed tokens the draft then proposed counts once
+    for each of them (`Draft.later_draws`)."""
     catchup_token_s: dict[str, float] = field(default_factory=dict)
     """EMA of the extra seconds per token when a draft model catches up on several committed
     tokens at once (after rounds it did not draft, or after a bonus token). Known to settle
@@ -334,23 +336,23 @@ class CostModel:
             seconds += self.draft_s(draft.source, len(draft), draft.uses_passes, draft.behind)
         return expected_tokens(accept), seconds
 
-    def observe(self, draft: Draft, accepted: int, draft_s: float, passes: int,
-                verify_s: float, batch: int, target_conf: Sequence[float] = ()) -> None:
+    def observe(self, draft: Draft, accepted: int, draft_s: float, verify_s: float, batch: int,
+                target_conf: Sequence[float] = ()) -> None:
         """Learn from a finished round: a verify pass of `batch` tokens (padding included; 0
         where the pass also evaluated a backlog, a prefill, whose time is no verify cost) in
-        `verify_s`, `passes` draft passes in `draft_s`, `accepted` of the draft's tokens
-        stood, and the target's top probability at each position the round committed."""
+        `verify_s`, the draft in `draft_s`, `accepted` of the draft's tokens stood, and the
+        target's top probability at each position the round committed."""
         if batch:
             _ema(self.verify, batch, verify_s)
             self.verify_count[batch] += 1
         source = draft.source
         tested = min(len(draft), accepted + 1)  # tokens after the first refusal were not tested
         if source:  # before the running confidence moves on: both key on where the round began
-            self._observe_source(draft, accepted, tested, draft_s, passes, verify_s, batch)
+            self._observe_source(draft, accepted, tested, draft_s, verify_s, batch)
         self._observe_target_conf(source, accepted, tested, target_conf)
 
     def _observe_source(self, draft: Draft, accepted: int, tested: int, draft_s: float,
-                        passes: int, verify_s: float, batch: int) -> None:
+                        verify_s: float, batch: int) -> None:
         """What a round with a draft source says of its costs and its acceptance."""
         source = draft.source
         if draft.uses_passes and draft.catchup_s > 0:  # a pass ran: did it bring a draft?
@@ -359,8 +361,8 @@ class CostModel:
             self.last_empty[source] = not draft.tokens
         caught_up_s = 0.0  # what catching up beyond a round's own correction or bonus took
         if draft.uses_passes:
-            if passes > 1:
-                _ema(self.pass_s, source, (draft_s - draft.catchup_s) / (passes - 1))
+            if draft.later_draws:  # seconds a token: a pass that read a guess drew several
+                _ema(self.pass_s, source, (draft_s - draft.catchup_s) / draft.later_draws)
             if draft.behind > 1 and source in self.pass_s and not draft.widened:
                 extra = max(0.0, draft.catchup_s - self.pass_s[source]) / (draft.behind - 1)
                 _ema(self.catchup_token_s, source, extra)

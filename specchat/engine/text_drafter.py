@@ -170,6 +170,7 @@ class TextDrafter(DraftModel):
             if (next_row := self.next_row(plan, tok, i, k)) is None:
                 break
             row = next_row
+            draft.later_draws += 1
         draft.own_pieces = self._pieces(written)
         t2 = time.perf_counter()
         more = valid_text(decode(self.backend, written))
@@ -202,6 +203,7 @@ class TextDrafter(DraftModel):
             if (next_row := self.next_row(plan, tok, i, k)) is None:
                 break
             row = next_row
+            draft.later_draws += 1
         return draft
 
     def _pieces(self, tokens: Sequence[int]) -> list[str]:

@@ -72,6 +72,10 @@ class Draft:
     widened: bool = False
     """That pass also read guessed tokens or padding (engine/guessed_rows.py), so its seconds
     are not the catch-up's alone."""
+    later_draws: int = 0
+    """Tokens drawn, kept or refused, from the rows of the passes after that one: what those
+    passes' seconds bought. One a pass, except where a pass also read guessed tokens that the
+    draft then proposed."""
     own_pieces: list[str] = field(default_factory=list)
     """The draft model's own tokens as it wrote them, where its vocabulary is not the target's
     (it drafts as text); empty otherwise, where they are `tokens`."""

@@ -77,18 +77,28 @@ def test_a_repeating_conversation_is_drafted_in_fewer_passes(drafts):
     """The tiny draft, left to go on from "hello", repeats itself now and then (as a draft on
     an edit repeats the file): its guesses are then its own next tokens and a pass yields
     several, so its continuation takes fewer passes than tokens, where one token a pass takes
-    one a token. (With the guesses' rows unused it takes as many.)"""
-    passes_a_token = []
+    one a token. (With the guesses' rows unused it takes as many.) Each draft says how many
+    tokens its passes after the first drew, which the policy prices a token by: one a pass
+    drafting a token a pass, more where a pass read guesses the draft then proposed."""
+    passes_a_token, guessed_rounds = [], []
     for backend, steps in zip(drafts, ((), DRAFT_SHAPE), strict=True):
         drafter = ModelDrafter(backend, GREEDY, np.random.default_rng(0), steps)
         drafter.release([])
         committed = prompt_ids(backend, "hello")
         before, start = drafter.passes, len(committed)
+        guessed = 0
         for _ in range(12):  # every draft stands, with no token of the target's after it
-            committed = committed + drafter.propose(committed, FixedPolicy(6).plan(8)).tokens
+            passes = drafter.passes
+            draft = drafter.propose(committed, FixedPolicy(6).plan(8))
+            later_passes = drafter.passes - passes - 1
+            assert later_passes <= draft.later_draws <= len(draft) - 1
+            guessed += draft.later_draws > later_passes
+            committed = committed + draft.tokens
         passes_a_token.append((drafter.passes - before) / (len(committed) - start))
+        guessed_rounds.append(guessed)
     plain, guessing = passes_a_token
     assert plain == 1.0 and guessing < 1.0
+    assert guessed_rounds[0] == 0 and guessed_rounds[1] > 0
 
 
 def test_a_pass_is_widened_only_where_the_timed_curve_makes_it_pay():

@@ -25,20 +25,20 @@ def machine(verify_ms: dict[int, float], pass_ms: float = 0.0, source: str = "ng
     from `source` standing with probability `accept` at each position."""
     costs = CostModel()
     for n, ms in verify_ms.items():
-        costs.observe(Draft(tokens=[0] * (n - 1)), 0, 0.0, 0, ms / 1000, n)
+        costs.observe(Draft(tokens=[0] * (n - 1)), 0, 0.0, ms / 1000, n)
     verify_7 = costs.verify_s(7)
     for r in range(rounds):
         tokens = [1, 2, 3, 4, 5, 6]
         stood = next((i for i in range(6) if (r * 7 + i * 3) % 100 >= accept * 100), 6)
         costs.observe(Draft(tokens=tokens, q=[1.0] * 6, source=source), stood, pass_ms / 1000,
-                      0, verify_7, 7)
+                      verify_7, 7)
     return costs
 
 
 def target_steps(costs: CostModel, confidences: list[float]) -> None:
     """Plain target steps (90 ms) whose tokens the target chose with these probabilities."""
     for conf in confidences:
-        costs.observe(Draft(), 0, 0.0, 0, 0.090, 1, [conf])
+        costs.observe(Draft(), 0, 0.0, 0.090, 1, [conf])
 
 
 def test_verify_cost_is_measured_where_seen_and_a_line_elsewhere():
@@ -79,7 +79,7 @@ def test_a_source_whose_rounds_brought_less_than_plain_steps_is_declined():
     assert policy.plan(cap=100).k("draft-model", True, behind=1) > 0
     for _ in range(8):
         costs.observe(Draft(tokens=[1, 2, 3], q=[1.0] * 3, source="draft-model", uses_passes=True,
-                            behind=1, catchup_s=1.0), 3, 1.0, 1, 0.1, 4, [0.75] * 4)
+                            behind=1, catchup_s=1.0), 3, 1.0, 0.1, 4, [0.75] * 4)
     plan = policy.plan(cap=100)
     assert plan.k("draft-model", True, behind=1) == 0 and plan.declined
     target_steps(costs, [0.995] * 12)
@@ -147,17 +147,17 @@ Q4_0_SHAPE = (1.0, 1.9, 2.6, 1.7, 2.5, 2.9, 3.3, 3.2, 4.0)
 
 def test_a_known_shape_prices_the_batch_sizes_not_yet_seen():
     costs = CostModel(shape=Q4_0_SHAPE)
-    costs.observe(Draft(), 0, 0.0, 0, 0.040, 1)
+    costs.observe(Draft(), 0, 0.0, 0.040, 1)
     assert costs.verify_s(4) == pytest.approx(0.040 * 1.7)
     assert costs.verify_s(3) == pytest.approx(0.040 * 2.6)
-    costs.observe(Draft(tokens=[1, 2, 3]), 3, 0.0, 0, 0.050, 4)
+    costs.observe(Draft(tokens=[1, 2, 3]), 3, 0.0, 0.050, 4)
     assert costs.verify_s(4) == pytest.approx(0.050)  # what it measured wins
 
 
 def test_a_batch_is_padded_only_to_a_size_known_to_cost_less():
     costs = CostModel(shape=Q4_0_SHAPE)
     assert [costs.batch_for(n) for n in range(1, 10)] == [1, 4, 4, 4, 5, 6, 7, 8, 9]
-    costs.observe(Draft(tokens=[1, 2, 3]), 3, 0.0, 0, 0.070, 4)  # measured: 4 rows, 70 ms
+    costs.observe(Draft(tokens=[1, 2, 3]), 3, 0.0, 0.070, 4)  # measured: 4 rows, 70 ms
     assert costs.check_s(3) == pytest.approx(0.070)
     assert costs.verify_s(3) == pytest.approx(0.070 / 1.7 * 2.6)  # scaled by the shape
     assert CostModel().batch_for(3) == 3  # no known curve: nothing to pad to
@@ -182,10 +182,10 @@ def test_a_model_draft_grows_through_an_expensive_batch_to_a_cheap_one():
     rule that looks one token ahead stopped there), but going on lands on a cheap batch: the
     draft stops on 4 or 8 rows, never between."""
     costs = CostModel(shape=Q4_0_SHAPE)
-    costs.observe(Draft(), 0, 0.0, 0, 0.040, 1)
+    costs.observe(Draft(), 0, 0.0, 0.040, 1)
     for _ in range(30):
         costs.observe(Draft(tokens=[1, 2, 3], q=[1.0] * 3, conf=[0.99] * 3, source="m",
-                            uses_passes=True), 3, 0.012, 3, 0.040 * 1.7, 4)
+                            uses_passes=True, later_draws=2), 3, 0.012, 0.040 * 1.7, 4)
     plan = AdaptivePolicy(8, costs).plan(cap=100)
     assert plan.k("m", True, behind=1) == 8
     kept = 0
@@ -239,8 +239,9 @@ def unsure_then_sure(costs: CostModel, unsure: int, sure: int, draft_s: float,
     sure (0.99) and all stood."""
     for is_sure, rounds in ((False, unsure), (True, sure)):
         for _ in range(rounds):
-            costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True, catchup_s=0.03),
-                          3 if is_sure else 0, draft_s, 3, verify_s, 4,
+            costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True, catchup_s=0.03,
+                                later_draws=2),
+                          3 if is_sure else 0, draft_s, verify_s, 4,
                           [0.99 if is_sure else 0.55] * 4)
 
 
@@ -298,7 +299,7 @@ def drafts_at(costs: CostModel, confidence: float, stood: list[bool],
     target's running confidence was `confidence`: whether each round's token stood."""
     for ok in stood:
         costs.target_conf, costs.target_conf_n = confidence, 4
-        costs.observe(Draft(tokens=[1], source="m", uses_passes=True), int(ok), 0.0, 1, verify_s,
+        costs.observe(Draft(tokens=[1], source="m", uses_passes=True), int(ok), 0.0, verify_s,
                       2)
 
 
@@ -369,7 +370,8 @@ def test_a_model_whose_passes_often_bring_no_draft_stops_paying_for_them():
         for r in range(60):
             drafted = (r % 10) >= empty_share * 10
             costs.observe(Draft(tokens=[1, 2, 3] if drafted else [], source="m", uses_passes=True,
-                                catchup_s=0.035), 2 if drafted else 0, 0.1, 3, 0.17, 4)
+                                catchup_s=0.035, later_draws=2),
+                          2 if drafted else 0, 0.1, 0.17, 4)
         return AdaptivePolicy(8, costs)
 
     assert policy(0.0).plan(cap=100).k("m", True, behind=1) > 0
@@ -388,9 +390,9 @@ def test_empty_passes_that_come_in_runs_are_priced_after_an_empty_one():
             drafted = (r // 10) % 2 == (0 if ends_empty else 1)
             if drafted:
                 costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True,
-                                    catchup_s=0.035), 3, 0.105, 3, 0.12, 4)
+                                    catchup_s=0.035, later_draws=2), 3, 0.105, 0.12, 4)
             else:
-                costs.observe(Draft(source="m", uses_passes=True, catchup_s=0.035), 0, 0.035, 1,
+                costs.observe(Draft(source="m", uses_passes=True, catchup_s=0.035), 0, 0.035,
                               0.09, 1)
         return AdaptivePolicy(8, costs)
 
@@ -435,5 +437,16 @@ def test_a_pass_widened_by_guesses_is_not_priced_as_a_catch_up():
         costs.pass_s["m"] = 0.010
         draft = Draft(tokens=[1, 2, 3], source="m", uses_passes=True, behind=2, catchup_s=0.015,
                       widened=widened)
-        costs.observe(draft, 3, 0.015, 1, 0.040, 4)
+        costs.observe(draft, 3, 0.015, 0.040, 4)
         assert ("m" in costs.catchup_token_s) is priced
+
+
+def test_a_drafted_token_is_priced_by_the_passes_that_drew_it():
+    """Passes after the first that also read guessed tokens drew several draft tokens each:
+    the policy learns the seconds a token, not a pass (priced a pass a token, a probe that
+    stood whole on code made the next drafts look twice as dear and the adaptive policy
+    declined the rest of the reply)."""
+    costs = CostModel()
+    costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True, catchup_s=0.010,
+                        later_draws=2), 3, 0.010 + 0.012, 0.050, 4)
+    assert costs.pass_s["m"] == pytest.approx(0.006)

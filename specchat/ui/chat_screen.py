@@ -18,6 +18,7 @@ from textual.widgets import Footer, Header
 
 from specchat.chat.history import HistoryStore
 from specchat.chat.state import ChatState
+from specchat.cpu import physical_cores
 from specchat.engine.events import ContextEvent, TurnEvent
 from specchat.keeper import ModelKeeper
 from specchat.settings import Settings
@@ -36,7 +37,14 @@ from specchat.ui.turn_runner import TurnRunner
 from specchat.ui.widgets import PromptInput
 from specchat.wording import context_note, slower_why
 
-REDRAW_S = 0.25
+
+def redraw_every_s(cores: int | None) -> float:
+    """Seconds between redraws of a streaming reply: a quarter of a second, or half on two
+    cores or fewer, where each redraw is taken from llama.cpp's threads (in tmux on two cores,
+    a redraw every 0.5 s against 0.25 s: the UI thread 7.9% of a core against 11.5%, the reply
+    decoded 1.10-1.29x faster in each of four pairs; docs/benchmark.md)."""
+    return 0.5 if cores is not None and cores <= 2 else 0.25
+
 
 
 class ChatScreen(Screen):
@@ -110,7 +118,7 @@ class ChatScreen(Screen):
         # loads none, so there is nothing to send to
         self.view.take_input(not self.launch.race and self.launch.replay is None)
         self.transcript.show_rejected = self.show_rejected
-        self.set_interval(REDRAW_S, self.redraw)
+        self.set_interval(redraw_every_s(physical_cores()), self.redraw)
         launch = self.launch
         if launch.step:
             self.action_step_mode()

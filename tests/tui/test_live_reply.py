@@ -1,4 +1,5 @@
-"""A reply drawn as settled lines and a live tail looks the same as the reply drawn whole."""
+"""A reply drawn as settled lines and a live tail looks the same as the reply drawn whole; how
+often a streaming reply is redrawn."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 
 from specchat.engine.events import TokenEvent, TokenKind
+from specchat.ui.chat_screen import redraw_every_s
 from specchat.ui.widgets import GROW_LINES, SETTLE_LINES, LiveReply, last_line_break, styled_pieces
 
 pieces_st = st.lists(st.tuples(st.sampled_from(list(TokenKind)),
@@ -85,3 +87,9 @@ def test_a_long_reply_settles_its_lines_grows_in_steps_and_toggles_whole():
             assert reply.size.height == lines + 1  # the reply's own lines, the last one empty
 
     run_async(scenario)
+
+
+def test_a_streaming_reply_is_redrawn_half_as_often_on_two_cores():
+    """On two cores each redraw is taken from llama.cpp's threads (docs/benchmark.md)."""
+    assert redraw_every_s(2) == 2 * redraw_every_s(8) == 0.5
+    assert redraw_every_s(None) == redraw_every_s(4) == 0.25

@@ -13,10 +13,8 @@ working tree's, same prompt and settings, the order alternating: side by side in
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -26,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import arguments
-from specchat.chat.history import HISTORY_ENV
+from specchat.chat.history import HISTORY_ENV, HistoryStore
 
 PROMPT = ("Write a complete Python module implementing a red-black tree with insert, delete, "
           "search, iteration and docstrings, followed by pytest tests for every method.")
@@ -53,40 +51,41 @@ def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
 
 
-def saved_reply(history: Path) -> dict | None:
-    """The stats of the latest reply saved whole, if any."""
-    if not history.exists():
-        return None
-    with sqlite3.connect(history) as db:
-        row = db.execute("SELECT stats FROM messages WHERE stats IS NOT NULL AND complete = 1 "
-                         "ORDER BY id DESC LIMIT 1").fetchone()
-    return json.loads(row[0]) if row else None
+def saved_reply(store: HistoryStore) -> dict | None:
+    """The stats of the reply saved whole, once there is one (the scratch history holds one)."""
+    for conversation in store.conversations():
+        for message in store.messages(conversation.id):
+            if message.stats and message.complete:
+                return message.stats
+    return None
 
 
 def one_reply(source: Path, tokens: int, k: int) -> Reply:
     """Open the app of `source` in tmux, wait until it is ready, send PROMPT, and read."""
     history = Path(tempfile.mkdtemp()) / "history.sqlite3"
+    store = HistoryStore(history)
     command = (f"cd {source} && exec env {HISTORY_ENV}={history} {sys.executable} -m specchat "
                f"--max-tokens {tokens} --k {k}")
     tmux("new-session", "-d", "-s", SESSION, "-x", SIZE[0], "-y", SIZE[1], command)
     try:
         pid = int(tmux("list-panes", "-t", SESSION, "-F", "#{pane_pid}").split()[0])
         deadline = time.monotonic() + READY_S
-        while "loading" in tmux("capture-pane", "-p", "-t", SESSION) or "Send" not in tmux(
-                "capture-pane", "-p", "-t", SESSION):
+        while "loading" in (screen := tmux("capture-pane", "-p", "-t", SESSION)) or (
+                "Send" not in screen):
             if time.monotonic() > deadline:
                 raise SystemExit(f"the app of {source} was not ready in {READY_S:.0f} s")
             time.sleep(0.5)
         time.sleep(2.0)  # the warm-up turn ends and the screen settles
         ticks, t0 = ui_thread_ticks(pid), time.perf_counter()
         tmux("send-keys", "-t", SESSION, PROMPT, "Enter")
-        while (stats := saved_reply(history)) is None:
+        while (stats := saved_reply(store)) is None:
             time.sleep(0.1)
         share = (ui_thread_ticks(pid) - ticks) / os.sysconf("SC_CLK_TCK") / (
             time.perf_counter() - t0)
         return Reply(stats["n_tokens"], stats["tokens_per_second"], share)
     finally:
         tmux("kill-session", "-t", SESSION)
+        store.close()
 
 
 def main() -> int:

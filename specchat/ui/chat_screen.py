@@ -46,7 +46,6 @@ def redraw_every_s(cores: int | None) -> float:
     return 0.5 if cores is not None and cores <= 2 else 0.25
 
 
-
 class ChatScreen(Screen):
     BINDINGS = [
         Binding("escape", "stop", "Stop reply"),

@@ -141,9 +141,10 @@ class TurnEvent:
     shift_s: float = 0.0
     """Seconds those re-evaluations took (in wall_s, not in decode_s)."""
     baseline_source: str = "not measured"
-    """How the baseline was measured: `N target-only steps at depth D` (timed right after the
-    turn, continuing its text at the depth where it ended, then dropped), `this turn (target
-    only)`, or `not measured` (a stopped turn, or baseline steps off)."""
+    """How the baseline was measured: `N target-only steps at depth D` or `at depths A-D`
+    (timed among the turn's rounds, one every BASELINE_EVERY, and the rest where it ended,
+    continuing its text, then dropped), `this turn (target only)`, or `not measured` (a
+    stopped turn, or baseline steps off)."""
     speedup_low: float | None = None
     """The 95% interval of `speedup` (with `speedup_high`): from the spread of what it was
     measured from, the turn's rounds and the baseline steps (a bootstrap of both)."""

@@ -30,6 +30,10 @@ from specchat.engine.verify import verify_greedy, verify_sampling
 from specchat.errors import ContextOverflowError
 
 _MAX_CHAR_COMPLETION = 4  # extra tokens allowed so a reply never ends inside a UTF-8 character
+BASELINE_EVERY = 6
+"""Rounds between the baseline's target-only steps within a reply: timed among the reply's own
+rounds, they run under the load it runs under (a UI drawing it), not after it, when that load
+changes (the UI drawing the last rounds while the engine idles)."""
 
 FitPrompt = Callable[[Sequence[int]], FittedPrompt | None]
 """Asked with the reply's ids so far when the reply reaches the end of the context: a shorter
@@ -58,9 +62,10 @@ class GenerationSettings:
     max_tokens: int = 256
     stop: list[str] = field(default_factory=list)
     baseline_steps: int = 0
-    """After a speculative turn, time this many plain target steps at the depth where it ended
-    (the same `_round` a target-only turn runs; their tokens are dropped again) for the turn's
-    speedup. 0: no baseline is measured."""
+    """Time this many plain target steps in a speculative turn for its speedup (the same
+    `_round` a target-only turn runs; their tokens are dropped again): one every
+    `BASELINE_EVERY` rounds, the rest after the reply at the depth where it ended; their time
+    is not the reply's. 0: no baseline is measured."""
 
 
 class _Reply:
@@ -173,11 +178,12 @@ class SpeculativeEngine:
             raise ContextOverflowError(
                 f"the prompt has {len(prompt_ids)} tokens; the context holds {self.target.n_ctx}"
             )
-        suspended = 0.0  # time spent in the consumer while this generator waited at a yield
+        suspended = 0.0  # time in the consumer while this generator waited at a yield, and
+        # in baseline steps: neither is the reply's
 
         def clock() -> float:
-            """The engine's own time: a consumer that pauses (step-through mode, a slow
-            terminal) does not count against the engine's rates."""
+            """The engine's own time for the reply: a consumer that pauses (step-through mode,
+            a slow terminal) and the baseline's steps do not count against its rates."""
             return time.perf_counter() - suspended
 
         models = [m for m in (self.target, self.drafter.model) if m is not None]
@@ -188,6 +194,7 @@ class SpeculativeEngine:
         committed = list(prompt_ids)
         reply = _Reply(self.target, settings)
         stats = TurnStats()
+        steps: list[tuple[int, float]] = []  # (depth, seconds) of each baseline step
         passes_at_start = (self.target.passes, self.drafter.passes)
         self.policy.start_turn()
         round_no = 0
@@ -219,11 +226,17 @@ class SpeculativeEngine:
                 handed = time.perf_counter()
                 yield event
                 suspended += time.perf_counter() - handed
+            if (round_no % BASELINE_EVERY == 0 and len(steps) < settings.baseline_steps
+                    and self.drafter.name != "none" and not reply.stop_reason
+                    and not (cancel is not None and cancel.is_set())):
+                aside = time.perf_counter()
+                steps += [(len(committed), s) for s in self._plain_steps_s(committed, 1)]
+                suspended += time.perf_counter() - aside
         reply.finish()
         kvsync.release(self.target, committed)
         self.drafter.release(committed)
         wall_s = clock() - t_start
-        baseline, source, steps = self._baseline(stats, committed, settings, reply.stop_reason)
+        baseline, source = self._baseline(stats, committed, settings, reply.stop_reason, steps)
         yield stats.turn_event(
             text=reply.text, token_ids=reply.ids, prompt_ids=list(prompt_ids),
             wall_s=wall_s,
@@ -232,7 +245,7 @@ class SpeculativeEngine:
             draft=self.drafter.name, k=self.draft_settings.k, policy=self.policy.name,
             stop_reason=reply.stop_reason, baseline=baseline, baseline_source=source,
             others_cpu=watch.end() if watch else None,
-            baseline_steps_s=steps, threads=threads,
+            baseline_steps_s=[s for _, s in steps] if baseline else [], threads=threads,
         )
 
     def _shift_context(self, reply: _Reply, fit_prompt: FitPrompt | None,
@@ -279,17 +292,21 @@ class SpeculativeEngine:
         return events, summary
 
     def _baseline(self, stats: TurnStats, committed: list[int], settings: GenerationSettings,
-                  stop_reason: str) -> tuple[float | None, str, list[float]]:
-        """The turn's target-only rate, what it was measured from, and the step seconds: a
-        target-only turn's own rate, else plain steps timed at the depth the turn reached."""
+                  stop_reason: str, steps: list[tuple[int, float]]) -> tuple[float | None, str]:
+        """The turn's target-only rate and what it was measured from: a target-only turn's
+        own rate, else the plain steps timed in the turn (`steps`, (depth, seconds) each) and
+        the rest of `baseline_steps` timed now, at the depth the turn reached."""
         if self.drafter.name == "none" and stats.tokens_per_second:
-            return stats.tokens_per_second, "this turn (target only)", []
+            return stats.tokens_per_second, "this turn (target only)"
         if settings.baseline_steps > 0 and stop_reason != "cancelled":
-            steps = self._plain_steps_s(committed, settings.baseline_steps)
+            rest = self._plain_steps_s(committed, settings.baseline_steps - len(steps))
+            steps += [(len(committed), s) for s in rest]
             if steps:
-                return (1.0 / statistics.median(steps),
-                        f"{len(steps)} target-only steps at depth {len(committed)}", steps)
-        return None, "not measured", []
+                low, high = min(d for d, _ in steps), max(d for d, _ in steps)
+                where = f"depth {high}" if low == high else f"depths {low}-{high}"
+                return (1.0 / statistics.median(s for _, s in steps),
+                        f"{len(steps)} target-only steps at {where}")
+        return None, "not measured"
 
     def _fit_threads(self, free: int | None) -> int | None:
         """Both models on at most `free` threads where the user left the count to specchat;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -46,7 +47,8 @@ def test_json_stream_has_every_event_and_the_turn_last(tiny, tmp_path):
     assert turn["token_ids"] == [e["id"] for e in tokens if e["kind"] != "rejected"]
     assert turn["k"] == 3 and turn["draft"] == "tiny-draft"
     depth = len(turn["prompt_token_ids"]) + turn["n_tokens"]
-    assert turn["baseline_source"] == f"4 target-only steps at depth {depth}"
+    # steps among the rounds where the reply had six of them, the rest where it ended
+    assert re.fullmatch(rf"4 target-only steps at (depth |depths \d+-){depth}", turn["baseline_source"])
     assert turn["speedup"] == pytest.approx(turn["tokens_per_second"]
                                             / turn["baseline_tokens_per_second"])
 

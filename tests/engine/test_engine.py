@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ from support.plans import PassesFor
 
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent, turn_of
-from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.loop import BASELINE_EVERY, DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.policy import _TARGET_CONF_EMA, FixedPolicy
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import ContextOverflowError
@@ -418,28 +419,63 @@ def test_sampling_verdicts_carry_the_uniform_they_were_tested_with(models):
     assert all(e.u is None for e in tokens if e.kind in (TokenKind.CORRECTED, TokenKind.BONUS))
 
 
-def test_the_speedup_baseline_is_timed_at_the_turns_depth_and_leaves_no_trace(models):
-    """Target-only steps timed after a speculative turn give its baseline and speedup; the caches
-    are as if they never ran, and the next turn is the same as without them."""
+def test_the_speedup_baseline_is_timed_in_the_turn_and_after_it_and_leaves_no_trace(models):
+    """Target-only steps timed among a speculative turn's rounds (one every BASELINE_EVERY) and
+    the rest after it give its baseline and speedup; the caches are as if they never ran, and
+    the reply and the next turn are the same as without them."""
     target, draft = models
     ids = prompt_ids(target, "baseline at depth")
     runs = {}
     for steps in (0, 3):
         engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=3))
         engine.clear_caches()
-        _, turn = run(engine, ids, max_tokens=24, baseline_steps=steps)
+        events, turn = run(engine, ids, max_tokens=24, baseline_steps=steps)
         committed = ids + turn.token_ids
         assert_caches_hold(committed, target, draft)
         follow = committed + prompt_ids(target, " and then")
         _, after = run(engine, follow, max_tokens=12)
-        runs[steps] = (turn, after)
-    plain, probed = runs[0][0], runs[3][0]
+        runs[steps] = (events, turn, after)
+    plain, probed = runs[0][1], runs[3][1]
     assert plain.speedup is None and plain.baseline_source == "not measured"
+    rounds = [e for e in runs[3][0] if isinstance(e, RoundEvent)]
+    assert BASELINE_EVERY < len(rounds) < 2 * BASELINE_EVERY  # one step in the turn, two after
+    first = len(ids) + sum(r.emitted for r in rounds[:BASELINE_EVERY])
     depth = len(ids) + probed.n_tokens
-    assert probed.baseline_source == f"3 target-only steps at depth {depth}"
+    assert probed.baseline_source == f"3 target-only steps at depths {first}-{depth}"
     assert probed.baseline_tokens_per_second and probed.baseline_tokens_per_second > 0
     assert probed.speedup == pytest.approx(probed.tokens_per_second / probed.baseline_tokens_per_second)
-    assert probed.token_ids == plain.token_ids and runs[3][1].token_ids == runs[0][1].token_ids
+    assert probed.token_ids == plain.token_ids and runs[3][2].token_ids == runs[0][2].token_ids
+
+
+class SlowSingles:
+    """A real backend whose one-token passes take `pause` seconds more: a baseline step is one."""
+
+    def __init__(self, inner, pause: float) -> None:
+        self._inner, self.pause = inner, pause
+
+    def eval(self, tokens, logits_from):
+        if len(tokens) == 1:
+            time.sleep(self.pause)
+        return self._inner.eval(tokens, logits_from)
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+
+def test_baseline_steps_in_a_turn_add_nothing_to_its_decode_time(models):
+    """The steps among the rounds are the baseline's time, not the reply's: the decode time is
+    its rounds' own. A step timed into the reply would add a whole slow pass to it."""
+    target, draft = models
+    pause = 0.5
+    engine = SpeculativeEngine(SlowSingles(target, pause), make_drafter("model", draft), GREEDY,
+                               DraftSettings(k=3))
+    events, turn = run(engine, prompt_ids(target, "slow singles"), max_tokens=40,
+                       baseline_steps=2)
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    assert len(rounds) > 2 * BASELINE_EVERY and turn.baseline_source.startswith("2 target-only steps at depths ")
+    assert 1 / turn.baseline_tokens_per_second > pause  # the steps were the slow one-token passes
+    own = sum(r.draft_s + r.verify_s for r in rounds[1:])  # decode time starts at the first token
+    assert turn.decode_s < own + pause / 2
 
 
 def test_a_target_only_turn_is_its_own_baseline_and_a_stopped_turn_has_none(models):

@@ -56,7 +56,7 @@ def test_every_speculative_turn_reports_its_interval_from_all_its_baseline_steps
     turn = turn_of(engine.generate(prompt_ids(target, text),
                                    GenerationSettings(max_tokens=64, baseline_steps=6)))
     # all six steps are timed, past an end of generation too
-    assert turn.baseline_source.startswith("6 target-only steps at depth ")
+    assert turn.baseline_source.startswith("6 target-only steps at depth")
     if turn.rounds <= 2:  # one decoded round or none: nothing to resample, no interval
         assert turn.speedup_low is None and turn.speedup_high is None
         assert speedup_words(turn).startswith(f"{turn.speedup:.2f}x")

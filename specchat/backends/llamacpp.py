@@ -17,6 +17,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
+from specchat import model_thread
 from specchat.backends import rpc as rpc_servers
 from specchat.catalog.gguf_file import read_gguf
 from specchat.cpu import default_threads
@@ -63,7 +64,8 @@ def _last_error_line() -> str:
 
 def load_model(path: Path, mparams: llama_cpp.llama_model_params) -> llama_cpp.llama_model_p:
     """llama.cpp's model for `path`, or ModelFileError with llama.cpp's own last error line."""
-    model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
+    model = model_thread.call(lambda: llama_cpp.llama_model_load_from_file(str(path).encode(),
+                                                                          mparams))
     if not model:
         detail = _last_error_line()
         raise ModelFileError(f"llama.cpp could not load {path}" + (f": {detail}" if detail else ""))
@@ -182,7 +184,7 @@ class LlamaCppBackend(LlamaVocab):
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
         cparams.no_perf = True
-        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
+        self._ctx = model_thread.call(lambda: llama_cpp.llama_init_from_model(self._model, cparams))
         if not self._ctx:
             llama_cpp.llama_model_free(self._model)
             detail = _last_error_line()
@@ -206,6 +208,10 @@ class LlamaCppBackend(LlamaVocab):
 
     # -- evaluation -------------------------------------------------------------------------
     def eval(self, tokens: Sequence[int], logits_from: int) -> np.ndarray:
+        """The passes on the process's llama thread (specchat/model_thread.py says why)."""
+        return model_thread.call(lambda: self._eval(tokens, logits_from))
+
+    def _eval(self, tokens: Sequence[int], logits_from: int) -> np.ndarray:
         n = len(tokens)
         start = len(self.tokens)
         if start + n > self.n_ctx:

@@ -10,12 +10,14 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 
+from specchat import model_thread
 from specchat.engine.events import Event
 
 
 def in_worker(turn: Callable[[threading.Event], Iterator[Event]]) -> Iterator[Event]:
-    """Run a turn in a worker thread; Ctrl-C sets its cancel flag, and the engine ends the turn
-    cleanly after the round in flight (caches consistent, reply kept). Ctrl-C is taken by a
+    """Run a turn on the model thread (specchat/model_thread.py: every pass on one thread, or
+    llama.cpp slows down), its events yielded here. Ctrl-C sets its cancel flag, and the
+    engine ends the turn cleanly after the round in flight (caches consistent, reply kept). Ctrl-C is taken by a
     signal handler for the whole turn, so it stops the reply whatever the main thread is doing
     (printing a token, saving the reply) instead of ending specchat."""
     cancel = threading.Event()
@@ -30,15 +32,18 @@ def in_worker(turn: Callable[[threading.Event], Iterator[Event]]) -> Iterator[Ev
         finally:
             items.put(None)
 
-    threading.Thread(target=work, name="specchat-turn", daemon=True).start()
+    model_thread.submit(work)
     with stop_on_ctrl_c(cancel):
-        while True:
-            item = items.get()
-            if item is None:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
+        try:
+            while True:
+                item = items.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:  # a caller that stops listening stops the turn: the model thread is shared
+            cancel.set()
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ import time
 from textual import work
 from textual.widget import Widget
 
+from specchat import model_thread
 from specchat.chat.state import ChatState
 from specchat.engine.events import RoundEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
@@ -51,6 +52,11 @@ class TurnRunner(Widget):
 
     @work(thread=True, exclusive=True, group="turn")
     def reply(self, chat: ChatState, text: str, generation: GenerationSettings) -> None:
+        """The turn runs on the model thread whole (specchat/model_thread.py), this worker
+        waiting for it: its passes are not handed over one by one."""
+        model_thread.call(lambda: self._reply(chat, text, generation))
+
+    def _reply(self, chat: ChatState, text: str, generation: GenerationSettings) -> None:
         cancel, gate = self.cancel, self.gate
         try:
             for batch in round_batches(chat.turn(text, generation, cancel)):
@@ -81,7 +87,7 @@ class TurnRunner(Widget):
             self.post_message(StatusLine(f"race: {label}, alone ({i + 1}/2)… (Esc stops)"))
 
         try:
-            lanes = keeper.race(engine, text, self.cancel, status)
+            lanes = model_thread.call(lambda: keeper.race(engine, text, self.cancel, status))
         except SpecchatError as exc:
             self.post_message(WorkerFailed(str(exc)))
             return

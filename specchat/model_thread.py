@@ -1,0 +1,67 @@
+"""Every llama.cpp pass of this process on one thread: the model thread.
+
+This llama.cpp is built with OpenMP. libgomp keeps a pool of worker threads for each thread that
+starts a parallel region, and once its pools hold more threads than the machine has cores, a
+wait at a barrier spins only about a hundred times before it sleeps on a futex (its throttled
+spin count). ggml's barrier between a pass's operations is an OpenMP barrier, hundreds a pass:
+a model evaluated from a second thread (the app loaded on one worker thread and replied on
+another; `specchat chat` started a thread a turn) decoded 30-40% slower from then on
+(docs/benchmark.md, "One thread for llama.cpp"). So every pass runs on the one thread this
+module keeps; a front end that runs its work on a thread of its own runs it here whole
+(`submit`), so that its passes are not handed over one by one (about 80 us each).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+_thread: threading.Thread | None = None
+_start_lock = threading.Lock()
+
+
+def _serve() -> None:
+    while True:
+        fn, future = _jobs.get()
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to whoever waits for it
+                future.set_exception(exc)
+
+
+def here() -> bool:
+    """Whether the calling thread is the model thread."""
+    return threading.current_thread() is _thread
+
+
+def submit(fn: Callable[[], T]) -> Future[T]:
+    """Run `fn` on the model thread after what it already has to do; its future."""
+    global _thread
+    with _start_lock:
+        if _thread is None:
+            _thread = threading.Thread(target=_serve, name="specchat-llama", daemon=True)
+            _thread.start()
+    future: Future[T] = Future()
+    _jobs.put((fn, future))
+    return future
+
+
+def call(fn: Callable[[], T]) -> T:
+    """`fn()` on the model thread: at once where the caller is on it, else handed over and
+    waited for, its exception raised here. Ctrl-C while waiting is raised once `fn` is done:
+    a pass is never left running under a model that the interrupted program then frees."""
+    if here():
+        return fn()
+    future = submit(fn)
+    try:
+        return future.result()
+    except KeyboardInterrupt:
+        future.exception()  # waits for the pass in flight; its own error gives way to Ctrl-C
+        raise

@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
-from specchat import cpu
+from specchat import cpu, model_thread
 from specchat.costs import Costs, MeasuredTurn, best_k, break_even, check_turn, speedup
 from specchat.engine.loop import SpeculativeEngine
 from specchat.errors import SpecchatError
@@ -79,7 +79,8 @@ class CostsScreen(Screen):
             return
         try:
             start = cpu.sample()
-            costs = ModelKeeper.measure_costs(self.engine)
+            engine = self.engine  # timed on the model thread whole: no pass handed over
+            costs = model_thread.call(lambda: ModelKeeper.measure_costs(engine))
             busy = cpu.busy_note(cpu.others_share(start, cpu.sample()), "this timing")
             self.post_message(CostsMeasured(costs, busy=busy))
         except (SpecchatError, ValueError) as exc:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from specchat import model_thread
 from specchat import settings as settings_schema
 from specchat.engine.events import Event
 from specchat.errors import SpecchatError
@@ -55,6 +56,7 @@ def _session(settings: Settings) -> tuple[Session, str]:
 def cmd_ask(args: argparse.Namespace) -> int:
     from specchat.render import JsonRenderer, TerminalRenderer
 
+    model_thread.adopt()  # every pass on this thread: none handed over
     settings = _settings(args)
     session, where = _session(settings)
     engine = getattr(session, "engine", None)  # None on a llama-server
@@ -170,12 +172,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from specchat.bench import command
 
+    model_thread.adopt()
     return command.run(args)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from specchat import tune
 
+    model_thread.adopt()
     return tune.run(args)
 
 
@@ -203,6 +207,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     if args.models_command == "optimize":  # it measures with the models: above the catalog
         from specchat import optimize
 
+        model_thread.adopt()
         return optimize.run(args)
     from specchat.catalog import commands
 

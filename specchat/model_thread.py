@@ -8,7 +8,8 @@ a model evaluated from a second thread (the app loaded on one worker thread and 
 another; `specchat chat` started a thread a turn) decoded 30-40% slower from then on
 (docs/benchmark.md, "One thread for llama.cpp"). So every pass runs on the one thread this
 module keeps; a front end that runs its work on a thread of its own runs it here whole
-(`submit`), so that its passes are not handed over one by one (about 80 us each).
+(`submit`), so that its passes are not handed over one by one (about 80 us each), and a
+program that asks for every pass on its main thread makes that the model thread (`adopt`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ T = TypeVar("T")
 
 _jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
 _thread: threading.Thread | None = None
+_serving = False
+"""Whether `_thread` is this module's own, taking jobs (else a program's adopted thread)."""
 _start_lock = threading.Lock()
 
 
@@ -41,13 +44,28 @@ def here() -> bool:
     return threading.current_thread() is _thread
 
 
+def adopt() -> None:
+    """Make the calling thread the model thread, before any pass: for a program that runs
+    every pass on its main thread (`ask`, `bench`, `tune`), so that none is handed over. No
+    other thread may ask for a pass from then on."""
+    global _thread
+    with _start_lock:
+        if _thread is not None and _thread is not threading.current_thread():
+            raise RuntimeError("the model thread is already another thread")
+        _thread = threading.current_thread()
+
+
 def submit(fn: Callable[[], T]) -> Future[T]:
     """Run `fn` on the model thread after what it already has to do; its future."""
-    global _thread
+    global _thread, _serving
     with _start_lock:
         if _thread is None:
             _thread = threading.Thread(target=_serve, name="specchat-llama", daemon=True)
+            _serving = True
             _thread.start()
+        elif not _serving:
+            raise RuntimeError(f"every pass of this program runs on {_thread.name}, which "
+                               "takes no work from other threads")
     future: Future[T] = Future()
     _jobs.put((fn, future))
     return future

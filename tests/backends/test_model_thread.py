@@ -3,6 +3,9 @@ libgomp slows a model evaluated from a second thread by a third."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 
 import llama_cpp
@@ -77,3 +80,39 @@ def test_a_line_chat_turn_left_unread_is_stopped_so_the_model_thread_is_free_aga
     next(events)
     events.close()
     assert model_thread.submit(lambda: "free").result(timeout=30) == "free"
+
+
+ADOPTING = """
+import json, sys, threading
+import llama_cpp
+from specchat import model_thread
+from specchat.backends.llamacpp import LlamaCppBackend
+
+model_thread.adopt()
+seen = []
+real = llama_cpp.llama_decode
+llama_cpp.llama_decode = lambda ctx, batch: seen.append(threading.current_thread().name) or real(ctx, batch)
+model = LlamaCppBackend(sys.argv[1], n_ctx=256, n_threads=1)
+model.eval(model.tokenize("adopted"), 0)
+refused = []
+def elsewhere():
+    try:
+        model.eval(model.tokenize(" again"), 0)
+    except RuntimeError as exc:
+        refused.append(str(exc))
+thread = threading.Thread(target=elsewhere)
+thread.start()
+thread.join()
+print(json.dumps({"seen": seen, "refused": refused}))
+"""
+
+
+def test_a_program_that_adopts_its_main_thread_runs_every_pass_there_and_refuses_others(tiny):
+    """`ask`, `bench` and `tune` make their main thread the model thread: no pass is handed
+    over, and a pass asked for from another thread is an error, not a slow pass."""
+    out = subprocess.run([sys.executable, "-c", ADOPTING, str(tiny.target)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["seen"] == ["MainThread"]
+    assert len(got["refused"]) == 1 and "takes no work from other threads" in got["refused"][0]

@@ -50,6 +50,12 @@ class TurnRunner(Widget):
         self.cancel.set()
         self.gate.step()
 
+    def on_unmount(self) -> None:
+        """The app is closing: a running turn ends after the round in flight. The process
+        waits for the turn's worker, and a long reply kept the terminal after Ctrl+Q for as
+        long as it had left to run (25 s for a 900-token reply)."""
+        self.stop()
+
     @work(thread=True, exclusive=True, group="turn")
     def reply(self, chat: ChatState, text: str, generation: GenerationSettings) -> None:
         """The turn runs on the model thread whole (specchat/model_thread.py), this worker

@@ -8,6 +8,7 @@ import threading
 import pytest
 from support.pilot import SIZE, make_app, ready, run_async, say, until
 
+from specchat import model_thread
 from specchat.chat.history import HistoryStore
 from specchat.config import Config
 from specchat.engine.drafters import Draft
@@ -85,6 +86,28 @@ def test_escape_stops_mid_turn_keeps_the_partial_reply_and_the_next_turn_works(t
             assert app.chat_screen.chat.session.conversation.messages[-1][0] == "assistant"
             assert app.chat_screen.chat.session.conversation.messages[1][1] == stopped
     run_async(scenario)
+
+
+def test_quitting_mid_turn_ends_the_turn_after_its_round(tiny, tmp_path):
+    """Ctrl+Q in the middle of a reply: the turn stops after the round in flight instead of
+    running on (the process waits for it) to its token limit."""
+    app = make_app(tiny, tmp_path, max_tokens=300)
+    gate = None
+
+    async def scenario():
+        nonlocal gate
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            gate = GatedDrafter(app.chat_screen.chat.session.engine.drafter)
+            app.chat_screen.chat.session.engine.drafter = gate
+            app.chat_screen.query_one(PromptInput).text = "quit while I talk"
+            await pilot.press("enter")
+            await until(pilot, gate.reached.is_set)
+            await pilot.press("ctrl+q")
+        gate.release_gate.set()
+    run_async(scenario)
+    model_thread.submit(lambda: None).result(timeout=60)  # the turn has left the model thread
+    assert gate is not None and gate.calls <= 4
 
 
 def test_swapping_the_draft_keeps_the_conversation_and_greedy_output(tiny, tmp_path):

@@ -11,8 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from specchat import settings as schema
 from specchat.engine.backend import Backend
+from specchat.engine.drafters import NoDrafter
+from specchat.engine.loop import DraftSettings, SpeculativeEngine
+from specchat.engine.sampling import SamplingParams
+from specchat.loading import load_drafter, load_target, speculative_engine
 from specchat.settings import ModelOptions, Settings
 
 RUN_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
@@ -69,3 +75,14 @@ def target_at_prompt(args: argparse.Namespace, prompt: str) -> tuple[Backend, li
     ids = target.tokenize(target.render_chat([("user", prompt)]))
     target.eval(ids, len(ids) - 1)
     return target, ids, len(target.tokens)
+
+
+def greedy_engine(options: ModelOptions, k: int, draft: bool = True) -> SpeculativeEngine:
+    """The flags' target with their draft (none where `draft` is False), greedy, k tokens a
+    round, one generator for both, built as the app builds it (the target's timed verify
+    curve, the CPU watch): the engine most experiments time."""
+    target = load_target(options.target, options)
+    rng = np.random.default_rng(0)
+    greedy = SamplingParams(temperature=0.0)
+    drafter = load_drafter(options.draft, target, greedy, rng, options) if draft else NoDrafter()
+    return speculative_engine(target, drafter, greedy, DraftSettings(k=max(k, 1)), rng)

@@ -15,28 +15,20 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 from benchmarks import arguments
 from specchat.bench.runner import fresh
 from specchat.engine.events import TurnEvent
-from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
-from specchat.engine.sampling import SamplingParams
-from specchat.loading import load_drafter, load_target
+from specchat.engine.loop import GenerationSettings
 
 PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
 STEPS = (2, 4, 8, 16)
-GREEDY = SamplingParams(temperature=0.0)
 
 
 def main() -> int:
     ap = arguments.parser(__doc__, arguments.CPU_ONLY, repeats=5, tokens=96, k=3)
     args = ap.parse_args()
-    options = arguments.settings(args).models
-    target = load_target(options.target, options)
-    rng = np.random.default_rng(0)
-    engine = SpeculativeEngine(target, load_drafter(options.draft, target, GREEDY, rng, options),
-                               GREEDY, DraftSettings(k=args.k), rng)
+    engine = arguments.greedy_engine(arguments.settings(args).models, args.k)
+    target = engine.target
     ids = target.tokenize(target.render_chat([("user", PROMPT)]))
     widths: dict[int, list[float]] = {n: [] for n in STEPS}
     costs: dict[int, list[float]] = {n: [] for n in STEPS}
@@ -56,7 +48,7 @@ def main() -> int:
         print(f"repeat {repeat + 1}/{args.repeats} done", file=sys.stderr)
     print(f"Greedy, {args.tokens} tokens, k={args.k}, {args.repeats} repeats (medians):\n")
     print("| baseline steps | interval width / speedup | speedup (median, spread over repeats) "
-          "| seconds the steps add after the reply |")
+          "| seconds the steps add to the turn |")
     print("|---|---|---|---|")
     for n in STEPS:
         s = speedups[n]

@@ -18,18 +18,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from benchmarks import arguments
 from specchat.backends.llamacpp import LlamaCppBackend
-from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import TurnEvent
-from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
-from specchat.engine.sampling import SamplingParams
-from specchat.loading import load_drafter, load_target
+from specchat.engine.loop import GenerationSettings
 
 PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
-GREEDY = SamplingParams(temperature=0.0)
 
 
 def on_new_thread(fn: Callable[[], Any]) -> Any:
@@ -58,11 +52,9 @@ def main() -> int:
     ap = arguments.parser(__doc__, arguments.CPU_ONLY, repeats=4, tokens=128, k=0)
     args = ap.parse_args()
     options = arguments.settings(args).models
-    target = load_target(options.target, options)
-    rng = np.random.default_rng(0)
-    drafter = load_drafter(options.draft, target, GREEDY, rng, options) if args.k else NoDrafter()
-    engine = SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=args.k or 1), rng)
-    models = [m for m in (target, drafter.model) if isinstance(m, LlamaCppBackend)]
+    engine = arguments.greedy_engine(options, args.k, draft=args.k > 0)
+    target = engine.target
+    models = [m for m in (target, engine.drafter.model) if isinstance(m, LlamaCppBackend)]
     ids = target.tokenize(target.render_chat([("user", PROMPT)]))
 
     def turn() -> float:

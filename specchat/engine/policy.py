@@ -167,6 +167,13 @@ class CostModel:
     knows from its first rounds that some batches are cheap (4 and 8 rows in a Q4_0 layout on
     x86) where a straight line through the sizes it has seen would miss them."""
     verify_count: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    step_then: dict[int | str, float] = field(default_factory=dict)
+    """The target step's estimate when each batch size's verify time (key: the size) and each
+    source's pass time (key: the source) was last learned. Such a time is read as its share of
+    the step then, times the step now (`_now`): the machine's speed moves them all alike, and
+    a batch size or source the policy stopped running is not timed again. Read as learned,
+    a burst of two busy programs during prose priced the draft's rounds out of reach, and the
+    adaptive policy drafted nothing on the code after it (docs/benchmark.md)."""
     pass_s: dict[str, float] = field(default_factory=dict)
     """EMA of the seconds a drafted token's pass takes, by source (per lookup for a source
     without passes): a pass that also read guessed tokens the draft then proposed counts once
@@ -228,15 +235,34 @@ class CostModel:
     def warm(self) -> bool:
         return 1 in self.verify
 
+    def _now(self, key: int | str, seconds: float) -> float:
+        """`seconds` learned for `key` (`step_then`), at the target step as it is now."""
+        then = self.step_then.get(key)
+        return seconds * self.verify[1] / then if then and 1 in self.verify else seconds
+
+    def _learn(self, table: dict, key: int | str, seconds: float) -> None:
+        """Move `table[key]`, taken at the step as it is now, towards `seconds`; remember the
+        step it was learned at (a plain step's own time is the step)."""
+        if key in table:
+            table[key] = self._now(key, table[key])
+        _ema(table, key, seconds)
+        if key != 1 and 1 in self.verify:
+            self.step_then[key] = self.verify[1]
+
+    def pass_time(self, source: str) -> float | None:
+        """Seconds a drafted token of `source` takes (a pass, or a lookup), at the step now."""
+        seconds = self.pass_s.get(source)
+        return None if seconds is None else self._now(source, seconds)
+
     def verify_s(self, n: int) -> float:
         """Measured where this batch size was seen; else from the known `shape`; else between
         two seen sizes, the straight line between them; beyond the largest, its cost plus the
         least-squares slope per token."""
         if n in self.verify:
-            return self.verify[n]
+            return self._now(n, self.verify[n])
         if n <= len(self.shape):
             return self._step_s() * self.shape[n - 1]
-        points = sorted(self.verify.items())
+        points = sorted((m, self._now(m, v)) for m, v in self.verify.items())
         below = [p for p in points if p[0] < n]
         above = [p for p in points if p[0] > n]
         if below and above:
@@ -281,9 +307,10 @@ class CostModel:
         """Seconds to draft `length` tokens: for a model, one pass that catches up on the
         `behind` committed tokens it has not seen, then a pass per further token; for a lookup
         drafter, one lookup."""
+        known = self.pass_time(source)
         if not uses_passes:
-            return self.pass_s.get(source, 0.0)
-        step = self.pass_s.get(source, _PRIOR_PASS_FRACTION * self.verify_s(1))
+            return known or 0.0
+        step = known if known is not None else _PRIOR_PASS_FRACTION * self.verify_s(1)
         catchup = self.catchup_token_s.get(source, step / 4) * max(0, behind - 1)
         return catchup + step * max(1, length)
 
@@ -343,7 +370,7 @@ class CostModel:
         `verify_s`, the draft in `draft_s`, `accepted` of the draft's tokens stood, and the
         target's top probability at each position the round committed."""
         if batch:
-            _ema(self.verify, batch, verify_s)
+            self._learn(self.verify, batch, verify_s)
             self.verify_count[batch] += 1
         source = draft.source
         tested = min(len(draft), accepted + 1)  # tokens after the first refusal were not tested
@@ -362,13 +389,14 @@ class CostModel:
         caught_up_s = 0.0  # what catching up beyond a round's own correction or bonus took
         if draft.uses_passes:
             if draft.later_draws:  # seconds a token: a pass that read a guess drew several
-                _ema(self.pass_s, source, (draft_s - draft.catchup_s) / draft.later_draws)
-            if draft.behind > 1 and source in self.pass_s and not draft.widened:
-                extra = max(0.0, draft.catchup_s - self.pass_s[source]) / (draft.behind - 1)
+                self._learn(self.pass_s, source, (draft_s - draft.catchup_s) / draft.later_draws)
+            if draft.behind > 1 and (pass_s := self.pass_time(source)) is not None \
+                    and not draft.widened:
+                extra = max(0.0, draft.catchup_s - pass_s) / (draft.behind - 1)
                 _ema(self.catchup_token_s, source, extra)
                 caught_up_s = extra * max(0, draft.behind - 2)
         elif draft.tokens:
-            _ema(self.pass_s, source, draft_s)
+            self._learn(self.pass_s, source, draft_s)
         if batch and draft.drafter_ran and self.target_conf is not None:
             self.realized.setdefault((self.at(source), _conf_bin(self.target_conf)), _Yield()).add(
                 accepted + 1, draft_s - caught_up_s + verify_s)

@@ -450,3 +450,26 @@ def test_a_drafted_token_is_priced_by_the_passes_that_drew_it():
     costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True, catchup_s=0.010,
                         later_draws=2), 3, 0.010 + 0.012, 0.050, 4)
     assert costs.pass_s["m"] == pytest.approx(0.006)
+
+
+def test_after_a_burst_of_other_programs_the_costs_follow_the_step_as_it_is_now():
+    """A burst slows every pass alike; once it is over, only plain steps run (the policy
+    declines what the burst priced out), and a batch or source not timed since is read at the
+    step as it is now, not at the burst's prices, which kept the policy declining for good."""
+    costs = CostModel()
+
+    def rounds(n: int, slower: float) -> None:
+        for _ in range(n):
+            costs.observe(Draft(), 0, 0.0, 0.030 * slower, 1)
+            costs.observe(Draft(tokens=[1, 2, 3], q=[1.0] * 3, source="ngram"), 3,
+                          0.001 * slower, 0.045 * slower, 4)
+
+    rounds(20, 1.0)
+    before = costs.verify_s(4), costs.draft_s("ngram", 3, False)
+    rounds(10, 5.0)
+    for _ in range(20):
+        costs.observe(Draft(), 0, 0.0, 0.030, 1)
+    # read at the burst's prices they stay 4.6 times as dear; what is left is the lag of
+    # the step's own estimate while the burst began
+    assert costs.verify_s(4) < 1.5 * before[0]
+    assert costs.draft_s("ngram", 3, False) < 1.5 * before[1]

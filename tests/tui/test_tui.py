@@ -60,17 +60,24 @@ class GatedDrafter:
         self.inner.release(committed)
 
 
+async def mid_turn(app, pilot, text: str) -> GatedDrafter:
+    """Send `text` with the engine's drafter gated: back once the turn waits at its third
+    proposal, until the test sets `release_gate`."""
+    gate = GatedDrafter(app.chat_screen.chat.session.engine.drafter)
+    app.chat_screen.chat.session.engine.drafter = gate
+    app.chat_screen.query_one(PromptInput).text = text
+    await pilot.press("enter")
+    await until(pilot, gate.reached.is_set)
+    return gate
+
+
 def test_escape_stops_mid_turn_keeps_the_partial_reply_and_the_next_turn_works(tiny, tmp_path):
     app = make_app(tiny, tmp_path, max_tokens=300)
 
     async def scenario():
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
-            gate = GatedDrafter(app.chat_screen.chat.session.engine.drafter)
-            app.chat_screen.chat.session.engine.drafter = gate
-            app.chat_screen.query_one(PromptInput).text = "stop me"
-            await pilot.press("enter")
-            await until(pilot, gate.reached.is_set)
+            gate = await mid_turn(app, pilot, "stop me")
             await pilot.press("escape")
             gate.release_gate.set()
             await until(pilot, lambda: not app.chat_screen.busy)
@@ -98,11 +105,7 @@ def test_quitting_mid_turn_ends_the_turn_after_its_round(tiny, tmp_path):
         nonlocal gate
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
-            gate = GatedDrafter(app.chat_screen.chat.session.engine.drafter)
-            app.chat_screen.chat.session.engine.drafter = gate
-            app.chat_screen.query_one(PromptInput).text = "quit while I talk"
-            await pilot.press("enter")
-            await until(pilot, gate.reached.is_set)
+            gate = await mid_turn(app, pilot, "quit while I talk")
             await pilot.press("ctrl+q")
         gate.release_gate.set()
     run_async(scenario)

@@ -240,7 +240,7 @@ class SpeculativeEngine:
         yield stats.turn_event(
             text=reply.text, token_ids=reply.ids, prompt_ids=list(prompt_ids),
             wall_s=wall_s,
-            target_passes=self.target.passes - passes_at_start[0],
+            target_passes=self.target.passes - passes_at_start[0] - len(steps),  # one a step
             draft_passes=self.drafter.passes - passes_at_start[1],
             draft=self.drafter.name, k=self.draft_settings.k, policy=self.policy.name,
             stop_reason=reply.stop_reason, baseline=baseline, baseline_source=source,

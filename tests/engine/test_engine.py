@@ -445,6 +445,7 @@ def test_the_speedup_baseline_is_timed_in_the_turn_and_after_it_and_leaves_no_tr
     assert probed.baseline_tokens_per_second and probed.baseline_tokens_per_second > 0
     assert probed.speedup == pytest.approx(probed.tokens_per_second / probed.baseline_tokens_per_second)
     assert probed.token_ids == plain.token_ids and runs[3][2].token_ids == runs[0][2].token_ids
+    assert probed.target_passes == plain.target_passes  # the steps' passes are not the reply's
 
 
 class SlowSingles:

@@ -236,7 +236,8 @@ class SpeculativeEngine:
         kvsync.release(self.target, committed)
         self.drafter.release(committed)
         wall_s = clock() - t_start
-        baseline, source = self._baseline(stats, committed, settings, reply.stop_reason, steps)
+        baseline, source, steps = self._baseline(stats, committed, settings, reply.stop_reason,
+                                                 steps)
         yield stats.turn_event(
             text=reply.text, token_ids=reply.ids, prompt_ids=list(prompt_ids),
             wall_s=wall_s,
@@ -292,21 +293,23 @@ class SpeculativeEngine:
         return events, summary
 
     def _baseline(self, stats: TurnStats, committed: list[int], settings: GenerationSettings,
-                  stop_reason: str, steps: list[tuple[int, float]]) -> tuple[float | None, str]:
-        """The turn's target-only rate and what it was measured from: a target-only turn's
-        own rate, else the plain steps timed in the turn (`steps`, (depth, seconds) each) and
-        the rest of `baseline_steps` timed now, at the depth the turn reached."""
+                  stop_reason: str, steps: list[tuple[int, float]]
+                  ) -> tuple[float | None, str, list[tuple[int, float]]]:
+        """The turn's target-only rate, what it was measured from, and every step it timed:
+        a target-only turn's own rate, else the plain steps timed in the turn (`steps`,
+        (depth, seconds) each) and the rest of `baseline_steps` timed now, at the depth the
+        turn reached."""
         if self.drafter.name == "none" and stats.tokens_per_second:
-            return stats.tokens_per_second, "this turn (target only)"
+            return stats.tokens_per_second, "this turn (target only)", steps
         if settings.baseline_steps > 0 and stop_reason != "cancelled":
             rest = self._plain_steps_s(committed, settings.baseline_steps - len(steps))
-            steps += [(len(committed), s) for s in rest]
+            steps = steps + [(len(committed), s) for s in rest]
             if steps:
                 low, high = min(d for d, _ in steps), max(d for d, _ in steps)
                 where = f"depth {high}" if low == high else f"depths {low}-{high}"
                 return (1.0 / statistics.median(s for _, s in steps),
-                        f"{len(steps)} target-only steps at {where}")
-        return None, "not measured"
+                        f"{len(steps)} target-only steps at {where}", steps)
+        return None, "not measured", steps
 
     def _fit_threads(self, free: int | None) -> int | None:
         """Both models on at most `free` threads where the user left the count to specchat;

@@ -4,11 +4,13 @@ original, measured against it.
 The layout comes from what this llama.cpp build has repacked kernels for
 (`catalog.layout.choose_layout`). The new file goes into the models folder as
 `<source>.<layout suffix>.gguf`, with a record in `derived.toml` there: its source and the
-source's quantization, the rounding it adds, its SHA-256, and what it measured on this machine:
-a step and the verify batch of 1..9 tokens in steps, original beside optimized, and for a
-target, the quality it gives up (KL divergence of next-token distributions from the original's
-over the prompt suite, and which greedy replies change and where). A draft's layout cannot
-change what the user gets, only how fast: its quality is not measured.
+source's quantization, the rounding it adds (for Q4_0, llama.cpp's quantizer lays the file out
+and each block's scale is then fitted by least squares: backends/block_scales.py), its SHA-256,
+and what it measured on this machine: a step and the verify batch of 1..9 tokens in steps,
+original beside optimized, and for a target, the quality it gives up (KL divergence of
+next-token distributions from the original's over the prompt suite, and which greedy replies
+change and where). A draft's layout cannot change what the user gets, only how fast: its
+quality is not measured.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, models_dir, resolve_model
 from specchat.catalog.fetch import sha256_file
 from specchat.catalog.layout import (
+    LEAST_SQUARES,
+    Q4_0,
     Derived,
     Layout,
     choose_layout,
@@ -202,6 +206,7 @@ def already_made(job: Job, layout: Layout, dest: Path) -> Derived | None:
 def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: Sequence[Prompt],
          tokens: int, report: Report = _quiet) -> Derived:
     """Re-lay one model, hash it, measure it against its source, and record it."""
+    from specchat.backends.block_scales import rescale
     from specchat.backends.hot_vocab import HOT_TOKENS, can_score_hot, write_hot_draft
     from specchat.backends.quantize import quantize
 
@@ -213,6 +218,11 @@ def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: S
     t0 = time.perf_counter()
     quantize(job.path, partial, layout,
              lambda done, total: report(f"{name}: {layout.name}", done, total))
+    if layout == Q4_0:  # the same bytes, scales fitted: closer to the source at the same speed
+        fitted = partial.with_suffix(".scaled")
+        rescale(job.path, partial, fitted,
+                lambda done, total: report(f"{name}: block scales by least squares", done, total))
+        fitted.replace(partial)
     hot_tokens = HOT_TOKENS if job.role == "draft" and can_score_hot(partial) else 0
     if hot_tokens:  # a draft's proposals are verified over the whole vocabulary: lossless
         report(f"{name}: scoring the {hot_tokens} most frequent tokens", 0, None)
@@ -246,7 +256,9 @@ def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: S
         source_quant=source_info.quantization, layout=layout.name, file=out.name,
         size=out.stat().st_size, sha256=digest, role=job.role,
         rounding=f"every matrix {source_info.quantization} → {layout.name}: a second rounding "
-                 "of weights that were already quantized",
+                 "of weights that were already quantized"
+                 + (", each block's scale fitted by least squares" if layout == Q4_0 else ""),
+        scales=LEAST_SQUARES if layout == Q4_0 else "",
         made_s=round(made_s, 1), cost=cost, quality=quality, hot_tokens=hot_tokens)
     save_derived(dest, record)
     return record
@@ -299,6 +311,9 @@ def run(args: argparse.Namespace) -> int:
         if known is not None and known.cost.get("build") == build:
             console.print(f"[green]ok[/] {known.name} already made → {dest / known.file} "
                           "(--force makes it again)")
+            if layout == Q4_0 and known.scales != LEAST_SQUARES:
+                console.print("   its block scales are llama.cpp's own; --force fits them by "
+                              "least squares, closer to the original at the same speed")
             records.append(known)
             continue
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -40,6 +40,8 @@ class Layout:
 
 
 Q4_0 = Layout("Q4_0", 2, "cpu-q4_0")
+LEAST_SQUARES = "least squares"
+"""Derived.scales of a Q4_0 file whose block scales were fitted to the source's weights."""
 
 
 def system_flags(system_info: str) -> dict[str, bool]:
@@ -86,6 +88,10 @@ class Derived:
     """`target` or `draft` when it was made for the default pair's model of that role."""
     rounding: str = ""
     """What the conversion adds: a second rounding of weights that were already quantized."""
+    scales: str = ""
+    """How each block's scale was chosen: LEAST_SQUARES (backends/block_scales.py), or "" for
+    llama.cpp's quantizer alone (the files made before; `models optimize --force` makes them
+    again)."""
     made_s: float = 0.0
     """Seconds the conversion took."""
     hot_tokens: int = 0

@@ -48,6 +48,7 @@ def test_optimize_re_lays_a_model_beside_it_and_records_what_it_measured(tiny, t
     assert record["source"] == "tiny-target" and record["source_quant"] == "ALL_F32"
     assert record["source_sha256"] == sha256_file(tiny.target)
     assert "second rounding" in record["rounding"] and record["made_s"] >= 0
+    assert record["scales"] == "least squares" and "least squares" in record["rounding"]
     for side in ("source", "derived"):
         steps = record["cost"][side]["verify_steps"]
         assert len(steps) == 9 and steps[0] == 1.0 and record["cost"][side]["step_ms"] > 0
@@ -58,8 +59,11 @@ def test_optimize_re_lays_a_model_beside_it_and_records_what_it_measured(tiny, t
     assert len(quality["changed"]) == quality["replies_changed"]
     assert "KL" in proc.stdout and "greedy replies" in proc.stdout
     assert record["cost"]["build"] == installed_build()
+    made = (models / "derived.toml").read_text()
+    (models / "derived.toml").write_text(made.replace('scales = "least squares"\n', ""))
     again = specchat("models", "optimize", str(tiny.target), tmp_path=tmp_path)
     assert again.returncode == 0 and "already made" in again.stdout
+    assert "llama.cpp's own" in again.stdout  # a file made before the scales were fitted
     # timed on another llama.cpp build: timed again, the file and its quality kept
     text = (models / "derived.toml").read_text()
     (models / "derived.toml").write_text(text.replace(f'build = "{installed_build()}"',

@@ -218,7 +218,8 @@ def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: S
     t0 = time.perf_counter()
     quantize(job.path, partial, layout,
              lambda done, total: report(f"{name}: {layout.name}", done, total))
-    if layout == Q4_0:  # the same bytes, scales fitted: closer to the source at the same speed
+    fit_scales = layout == Q4_0  # the same bytes, closer to the source at the same speed
+    if fit_scales:
         fitted = partial.with_suffix(".scaled")
         rescale(job.path, partial, fitted,
                 lambda done, total: report(f"{name}: block scales by least squares", done, total))
@@ -257,8 +258,8 @@ def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: S
         size=out.stat().st_size, sha256=digest, role=job.role,
         rounding=f"every matrix {source_info.quantization} → {layout.name}: a second rounding "
                  "of weights that were already quantized"
-                 + (", each block's scale fitted by least squares" if layout == Q4_0 else ""),
-        scales=LEAST_SQUARES if layout == Q4_0 else "",
+                 + (", each block's scale fitted by least squares" if fit_scales else ""),
+        scales=LEAST_SQUARES if fit_scales else "",
         made_s=round(made_s, 1), cost=cost, quality=quality, hot_tokens=hot_tokens)
     save_derived(dest, record)
     return record

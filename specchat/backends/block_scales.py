@@ -44,10 +44,14 @@ def _refit(x: np.ndarray, q: np.ndarray, xx: np.ndarray) -> tuple[np.ndarray, np
     return d, xx - 2 * d * sxq + d * d * sq
 
 
-def reference_levels(x: np.ndarray) -> np.ndarray:
-    """llama.cpp's Q4_0 levels for blocks `x` (quantize_row_q4_0_ref): the largest magnitude at
-    -8, the rest rounded half up on that grid, as integers -8..7."""
-    peak = x[np.arange(len(x)), np.argmax(np.abs(x), axis=1)]
+def peaks(x: np.ndarray) -> np.ndarray:
+    """Each block's weight of the largest magnitude, with its sign."""
+    return x[np.arange(len(x)), np.argmax(np.abs(x), axis=1)]
+
+
+def reference_levels(x: np.ndarray, peak: np.ndarray) -> np.ndarray:
+    """llama.cpp's Q4_0 levels for blocks `x` whose `peaks` are `peak` (quantize_row_q4_0_ref):
+    the peak at -8, the rest rounded half up on that grid, as integers -8..7."""
     d = peak / np.float32(-8)
     with np.errstate(divide="ignore", over="ignore"):
         inv = np.where(d != 0, np.float32(1) / d, np.float32(0))
@@ -63,9 +67,9 @@ def least_squares_q4_0(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     refitted scale that leave the least squared error, block by block."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     xx = np.einsum("ij,ij->i", x, x, dtype=np.float64)
-    best_q = reference_levels(x)
+    peak = peaks(x)
+    best_q = reference_levels(x, peak)
     best_d, best_err = _refit(x, best_q, xx)
-    peak = x[np.arange(len(x)), np.argmax(np.abs(x), axis=1)]
     unit = x / np.where(peak == 0, np.float32(1), peak)[:, None]  # the peak at 1
     for step in SCALE_STEPS:
         q = np.rint(unit * np.float32(-8 - step))

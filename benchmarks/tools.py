@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,4 +67,10 @@ def speculative_simple(bin_dir: Path, target: Path, draft: Path, prompt: str, n:
 
 
 if __name__ == "__main__":
-    print(build_tools(tuple(sys.argv[1:]) or TOOLS))
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Build llama.cpp's own tools from the vendored "
+                                 "source (install.sh's flags) and print where they are.")
+    ap.add_argument("tools", nargs="*", default=list(TOOLS),
+                    help="cmake targets to build (default: %(default)s)")
+    print(build_tools(tuple(ap.parse_args().tools)))

@@ -49,6 +49,9 @@ def policy_at(revision: str) -> ModuleType:
 def main() -> None:
     ap = arguments.parser(__doc__, repeats=2, categories="")
     ap.add_argument("--against", default="HEAD", help="the git revision whose policy to compare")
+    ap.add_argument("--prompts", type=Path, default=None,
+                    help="a prompts file as `specchat bench --prompts` takes it (default: the "
+                         "built-in suite), e.g. benchmarks/prompts/prose.toml")
     args = ap.parse_args()
     options = arguments.settings(args).models
     target = load_target(options.target, options)
@@ -65,7 +68,7 @@ def main() -> None:
         engine.policy = module.AdaptivePolicy(K_MAX, costs)
         arms[name] = (arm, engine)
     ratios: dict[tuple[str, str], list[float]] = defaultdict(list)
-    prompts = load_prompts(None, arguments.categories(args))
+    prompts = load_prompts(args.prompts, arguments.categories(args))
     for rep in range(args.repeats):
         for n, prompt in enumerate(prompts):
             order = list(modules)[(rep + n) % 2:] + list(modules)[:(rep + n) % 2]

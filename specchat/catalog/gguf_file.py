@@ -59,6 +59,9 @@ class GGUFInfo:
             return f"type {ftype}"
 
 
+_U64 = struct.Struct("<Q")
+
+
 class _Cursor:
     def __init__(self, buf: mmap.mmap | bytes) -> None:
         self.buf = buf
@@ -70,12 +73,28 @@ class _Cursor:
         return value
 
     def string(self, decode: bool = True) -> str:
-        n = self.unpack("<Q")
-        raw = self.buf[self.pos : self.pos + n]
-        if len(raw) != n:
+        """One string, or "" stepped over where not `decode`."""
+        out = self.strings(1, decode)
+        return out[0] if out else ""
+
+    def strings(self, n: int, keep: bool) -> Any:
+        """`n` strings in a row: decoded if `keep`, else only stepped over (a Qwen2.5 header
+        holds 150k merges; one call for all of them keeps the walk to milliseconds)."""
+        buf, pos, size_at = self.buf, self.pos, _U64.unpack_from
+        out: list[str] = []
+        for _ in range(n):
+            size = size_at(buf, pos)[0]
+            pos += 8
+            if keep:
+                raw = buf[pos : pos + size]
+                if len(raw) != size:
+                    raise struct.error("string runs past the end of the file")
+                out.append(raw.decode("utf-8", "replace"))
+            pos += size
+        if pos > len(buf):
             raise struct.error("string runs past the end of the file")
-        self.pos += n
-        return raw.decode("utf-8", "replace") if decode else ""
+        self.pos = pos
+        return out if keep else None
 
     def value(self, vtype: int, keep: bool) -> Any:
         if vtype in _SCALARS:
@@ -94,6 +113,8 @@ class _Cursor:
                 values = list(struct.unpack_from(f"<{n}{fmt[1]}", self.buf, self.pos))
                 self.pos += size * n
                 return values
+            if etype == _STRING:
+                return self.strings(n, keep)
             values = [self.value(etype, keep) for _ in range(n)]
             return values if keep else None
         raise ValueError(f"unknown GGUF value type {vtype}")

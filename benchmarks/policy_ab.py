@@ -2,7 +2,8 @@
 target-only: one runner, the three arms interleaved per prompt in rotating order, each policy
 with a fresh cost model on the same verify curve. Prints each prompt's rates and each
 category's median and mean ratio to target-only (the comparisons in docs/benchmark.md,
-"Code blocks and prose").
+"Code blocks and prose"), then the working tree's policy over the revision's, paired by prompt
+and repeat, with a 95% interval: whether they differ beyond the spread of single replies.
 
     .venv/bin/python -m benchmarks.policy_ab --against 56479c8 --repeats 3
 """
@@ -87,6 +88,20 @@ def main() -> None:
              for name in modules}
     print("all", *(f"{name}: median {statistics.median(rs):.3f}" for name, rs in every.items()),
           sep=" | ")
+    for category in [*dict.fromkeys(p.category for p in prompts), "all"]:
+        pick = every if category == "all" else {n: ratios[(category, n)] for n in modules}
+        print(f"{category}: tree over {args.against}, {paired_median(pick[args.against], pick['tree'])}")
+
+
+def paired_median(base: list[float], other: list[float]) -> str:
+    """The median of `other[i] / base[i]` (two arms' ratios to target-only on the same prompt
+    and repeat) with its 95% interval (a percentile bootstrap over the pairs, fixed seed), and
+    how many pairs `other` won: what tells two policies apart beyond the spread of replies."""
+    r = np.asarray(other) / np.asarray(base)
+    picks = np.random.default_rng(0).integers(0, len(r), (2000, len(r)))
+    low, high = np.percentile(np.median(r[picks], axis=1), [2.5, 97.5])
+    return (f"median {np.median(r):.3f} (95%: {low:.3f}-{high:.3f}), "
+            f"ahead in {int((r > 1).sum())} of {len(r)}")
 
 
 if __name__ == "__main__":

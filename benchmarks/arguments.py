@@ -26,6 +26,8 @@ RUN_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "tokens": (int, "tokens a turn"),
     "k": (int, "draft tokens a round"),
     "categories": (str, "comma-separated prompt categories of the suite (empty: all)"),
+    "prompts": (Path, "a prompts file as `specchat bench --prompts` takes it (default: the "
+                      "built-in suite), e.g. benchmarks/prompts/prose.toml"),
     "out": (Path, "also write the table into this doc"),
 }
 """name -> (type, help) of every run flag an experiment may take."""

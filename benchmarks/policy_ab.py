@@ -48,11 +48,8 @@ def policy_at(revision: str) -> ModuleType:
 
 
 def main() -> None:
-    ap = arguments.parser(__doc__, repeats=2, categories="")
+    ap = arguments.parser(__doc__, repeats=2, categories="", prompts=None)
     ap.add_argument("--against", default="HEAD", help="the git revision whose policy to compare")
-    ap.add_argument("--prompts", type=Path, default=None,
-                    help="a prompts file as `specchat bench --prompts` takes it (default: the "
-                         "built-in suite), e.g. benchmarks/prompts/prose.toml")
     args = ap.parse_args()
     options = arguments.settings(args).models
     target = load_target(options.target, options)

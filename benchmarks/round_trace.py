@@ -14,7 +14,6 @@ brought.
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 
@@ -59,11 +58,7 @@ def went_line(went: dict[str, float]) -> str:
 
 
 def main() -> None:
-    ap = arguments.parser(__doc__, k=3, repeats=1, categories="short")
-    ap.add_argument("--prompts", type=Path, default=None,
-                    help="a prompts file as `specchat bench --prompts` takes it (default: the "
-                         "built-in suite)")
-    args = ap.parse_args()
+    args = arguments.parser(__doc__, k=3, repeats=1, categories="short", prompts=None).parse_args()
     options = arguments.settings(args).models
     target = load_target(options.target, options)
     drafters = {name: load_drafter(name, target, SamplingParams(), np.random.default_rng(0),

@@ -77,7 +77,7 @@ class _Cursor:
         out = self.strings(1, decode)
         return out[0] if out else ""
 
-    def strings(self, n: int, keep: bool) -> Any:
+    def strings(self, n: int, keep: bool) -> list[str] | None:
         """`n` strings in a row: decoded if `keep`, else only stepped over (a Qwen2.5 header
         holds 150k merges; one call for all of them keeps the walk to milliseconds)."""
         buf, pos, size_at = self.buf, self.pos, _U64.unpack_from

@@ -1,14 +1,16 @@
 """What specchat's llama.cpp patches (patches/llama.cpp) change, side by side in one run: the
 target's verify passes (logits for every row) timed with llama.cpp built from the unpatched
-source and with the installed wheel (built with the patches), in turn, and whether the two give
-the same bits (a benchmark, not a test; medians of --repeats runs of each, each run a median
-of five passes per size).
+source (or with every patch but those --without names) and with the installed wheel (built
+with the patches), in turn, and whether the two give the same bits (a benchmark, not a test;
+medians of --repeats runs of each, each run a median of five passes per size).
 
     .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5
+    .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0004
 
-The unpatched libraries are built once (libllama and ggml only, install.sh's flags, a few
-minutes) from the same sdist in ~/.cache/specchat/llama.cpp/unpatched; each side runs in its
-own process, the unpatched one through llama-cpp-python's LLAMA_CPP_LIB_PATH.
+The libraries of the other side are built once (libllama and ggml only, install.sh's flags, a
+few minutes) from the same sdist in ~/.cache/specchat/llama.cpp/unpatched (or without-NNNN-KEY,
+the key of the patches it has);
+each side runs in its own process, that one through llama-cpp-python's LLAMA_CPP_LIB_PATH.
 """
 
 from __future__ import annotations
@@ -30,15 +32,17 @@ SIZES = (1, 2, 3, 4, 5, 8, 9, 12)
 PROMPT = "Write a Python module that implements a binary search tree with insert and delete."
 
 
-def unpatched_libraries(version: str) -> Path:
-    """The folder of libllama and ggml built from the sdist without specchat's patches."""
-    root = llama_tools.cache_dir() / "llama.cpp" / "unpatched"
+def before_libraries(version: str, without: list[str]) -> Path:
+    """The folder of libllama and ggml built from the sdist without specchat's patches, or
+    without only the patches `without` names (by their number)."""
+    name = f"without-{'-'.join(without)}-{llama_tools.patches_key(without)}" if without else "unpatched"
+    root = llama_tools.cache_dir() / "llama.cpp" / name
     src = root / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
     if not (src / "CMakeLists.txt").exists():
-        llama_tools.unpack(version, root, patched=False)
+        llama_tools.unpack(version, root, patched=bool(without), leave_out=without)
     bin_dir = src / "build" / "bin"
     if not list(bin_dir.glob("libllama.so*")) and not list(bin_dir.glob("libllama.dylib")):
-        print("building the unpatched llama.cpp libraries once (a few minutes)", file=sys.stderr)
+        print(f"building the {name} llama.cpp libraries once (a few minutes)", file=sys.stderr)
         llama_tools.cmake_build(src, ("llama",))
     return bin_dir
 
@@ -63,6 +67,9 @@ def measure(args: argparse.Namespace) -> dict:
 
 def main() -> int:
     ap = arguments.parser(__doc__, repeats=5)
+    ap.add_argument("--without", type=lambda v: [n for n in v.split(",") if n], default=[],
+                    metavar="NNNN[,NNNN]",
+                    help="compare against every patch but these (default: against none of them)")
     ap.add_argument("--side", choices=("before", "after"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.side:
@@ -70,7 +77,7 @@ def main() -> int:
         return 0
     import llama_cpp
 
-    before = unpatched_libraries(llama_cpp.__version__)
+    before = before_libraries(llama_cpp.__version__, args.without)
     env_before = {**os.environ, "LLAMA_CPP_LIB_PATH": str(before),
                   "LD_LIBRARY_PATH": f"{before}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
     runs: dict[str, list[dict]] = {"before": [], "after": []}
@@ -82,8 +89,9 @@ def main() -> int:
             runs[side].append(json.loads(out.strip().splitlines()[-1]))
     med = {side: {n: statistics.median(run["ms"][str(n)] for run in runs[side]) for n in SIZES}
            for side in runs}
-    print(f"medians of {args.repeats} runs a side, each the median of 5 passes; "
-          f"patches {llama_tools.patches_key()}")
+    print(f"medians of {args.repeats} runs a side, each the median of 5 passes; patches "
+          f"{llama_tools.patches_key()}; before: "
+          + (f"every patch but {', '.join(args.without)}" if args.without else "none"))
     print("| tokens in the pass | " + " | ".join(map(str, SIZES)) + " |")
     print("|---|" + "---|" * len(SIZES))
     for side in ("before", "after"):

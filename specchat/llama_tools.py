@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from specchat.errors import SpecchatError
@@ -41,10 +41,15 @@ def patches() -> list[Path]:
     return sorted(PATCHES.glob("*.patch"))
 
 
-def patches_key() -> str:
-    """The patches, hashed: a wheel or a tools build of other patches is another build."""
+def _applied(leave_out: Sequence[str]) -> list[Path]:
+    return [p for p in patches() if not p.name.startswith(tuple(leave_out))]
+
+
+def patches_key(leave_out: Sequence[str] = ()) -> str:
+    """The patches (but those whose names start with one of `leave_out`), hashed: a wheel or a
+    tools build of other patches is another build."""
     digest = hashlib.sha256()
-    for patch in patches():
+    for patch in _applied(leave_out):
         digest.update(patch.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -70,10 +75,11 @@ def installed_build() -> str:
     return f"{version}+{mark.read_text().strip() if mark.exists() else 'unpatched'}"
 
 
-def unpack(version: str, into: Path, patched: bool = True) -> Path:
+def unpack(version: str, into: Path, patched: bool = True, leave_out: Sequence[str] = ()) -> Path:
     """The sdist of llama-cpp-python `version` (downloaded once) unpacked into `into` with the
-    patches applied to its vendored llama.cpp; returns the sdist's root. install.sh builds the
-    wheel from it, and the tools build from the same, so the app and llama.cpp's tools agree."""
+    patches applied to its vendored llama.cpp (but those whose names start with one of
+    `leave_out`); returns the sdist's root. install.sh builds the wheel from it, and the tools
+    build from the same, so the app and llama.cpp's tools agree."""
     dl = cache_dir() / "src"
     sdist = dl / f"llama_cpp_python-{version}.tar.gz"
     if not sdist.exists():
@@ -86,13 +92,13 @@ def unpack(version: str, into: Path, patched: bool = True) -> Path:
     root = into / f"llama_cpp_python-{version}"
     # the ceiling keeps git from taking a repository above `into` for the one to patch
     env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(into.resolve())}
-    for patch in patches() if patched else []:
+    for patch in _applied(leave_out) if patched else []:
         done = subprocess.run(["git", "apply", "-p1", str(patch)], cwd=root / "vendor" / "llama.cpp",
                               env=env, capture_output=True, text=True)
         if done.returncode:
             raise SpecchatError(f"patch {patch.name} does not apply to llama-cpp-python {version}: "
                                 f"{done.stderr.strip()}")
-    if patched:
+    if patched and not leave_out:
         (root / PATCHED).write_text(patches_key())
     return root
 

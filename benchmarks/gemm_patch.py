@@ -9,8 +9,8 @@ medians of --repeats runs of each, each run a median of five passes per size).
 
 The libraries of the other side are built once (libllama and ggml only, install.sh's flags, a
 few minutes) from the same sdist in ~/.cache/specchat/llama.cpp/unpatched (or without-NNNN-KEY,
-the key of the patches it has);
-each side runs in its own process, that one through llama-cpp-python's LLAMA_CPP_LIB_PATH.
+KEY that of the patches it has); each side runs in its own process, that one through
+llama-cpp-python's LLAMA_CPP_LIB_PATH.
 """
 
 from __future__ import annotations

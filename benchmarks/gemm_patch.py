@@ -5,7 +5,8 @@ with the patches), in turn, and whether the two give the same bits (a benchmark,
 medians of --repeats runs of each, each run a median of five passes per size).
 
     .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5
-    .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0004
+    .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0005
+    .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0004,0005
 
 The libraries of the other side are built once (libllama and ggml only, install.sh's flags, a
 few minutes) from the same sdist in ~/.cache/specchat/llama.cpp/unpatched (or without-NNNN-KEY,

@@ -5,8 +5,10 @@ llama.cpp's CPU backend repacks some formats into interleaved rows at load time
 (ggml-cpu/repack.cpp) and runs them through kernels that take several rows of a batch at once.
 On x86 with AVX2 that is Q4_0, IQ4_NL, Q4_K and MXFP4, not Q5_0, Q6_K or Q8_0, which make up much
 of the shipped Q4_K_M files; on ARM with dot-product instructions Q4_0 among others. A model
-whose every matrix is Q4_0 runs on those kernels alone, and its verify batches of 4 and 8
-tokens cost little more than a step (docs/benchmark.md has the curve). On a GPU the layout is
+whose every matrix is Q4_0 runs on those kernels alone, and its verify batches cost far less
+than their tokens one at a time where they fit the kernels: 4 and 8 tokens on AVX-512 (about
+1.4 and 2.4 steps), 2 and 3 on AVX2 with specchat's patches (1.1 and 1.5; docs/benchmark.md
+has the curves). On a GPU the layout is
 left as it is.
 
 The record of each derived model lives beside the models, in `derived.toml` in the models

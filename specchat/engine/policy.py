@@ -165,7 +165,8 @@ class CostModel:
     """A verify curve timed before on this machine and model (in steps, n = 1, 2, ...; see
     catalog/layout.py): a batch size not seen yet costs the live step times this, so the policy
     knows from its first rounds that some batches are cheap (4 and 8 rows in a Q4_0 layout on
-    x86) where a straight line through the sizes it has seen would miss them."""
+    x86 with AVX-512; 2 and 3 on AVX2 with specchat's patches) where a straight line through the
+    sizes it has seen would miss them."""
     verify_count: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     step_then: dict[int | str, float] = field(default_factory=dict)
     """The target step's estimate when each batch size's verify time (key: the size) and each
@@ -593,7 +594,7 @@ class _AdaptivePlan:
         longer batch and the passes still to run (token i's own has run), with token i's chance
         from the draft's confidence (calibrated against what was accepted) and later ones from
         the positions' rates. Looking past the next token lets a draft grow through an
-        expensive batch size to a cheap one (from 3 rows to 4 in a Q4_0 layout)."""
+        expensive batch size to a cheap one (from 3 rows to 4 in a Q4_0 layout on AVX-512)."""
         if self.probing:
             return i < self.asked
         self.gain *= self.policy.costs.confidence_rate(source, conf)

@@ -31,14 +31,14 @@ def test_the_patches_apply_to_the_pinned_sdist_and_mark_it(tmp_path):
 
 
 def test_a_patch_left_out_is_not_applied_and_the_tree_not_marked_as_the_full_build(tmp_path):
-    """benchmarks/gemm_patch.py --without 0004 times a build of every patch but one against the
+    """benchmarks/gemm_patch.py --without 0005 times a build of every patch but one against the
     wheel: that source must lack the patch and must not pass for the patched tools' source."""
-    root = llama_tools.unpack(llama_cpp.__version__, tmp_path, leave_out=["0004"])
+    root = llama_tools.unpack(llama_cpp.__version__, tmp_path, leave_out=["0005"])
     source = (root / "vendor/llama.cpp/ggml/src/ggml-cpu/arch/x86/repack.cpp").read_text()
-    assert "gemm_q4_0_8x8_q8_0_rows4_avx2" in source
-    assert "gemv_q4_0_8x8_q8_0_unsigned_avx2" not in source
+    assert "gemv_q4_0_8x8_q8_0_unsigned_avx2" in source
+    assert "gemv_q4_0_8x8_q8_0_unsigned_rows_avx2" not in source
     assert not (root / llama_tools.PATCHED).exists()
-    assert llama_tools.patches_key(["0004"]) != llama_tools.patches_key()
+    assert llama_tools.patches_key(["0005"]) != llama_tools.patches_key()
 
 
 def test_a_patch_that_does_not_apply_is_named(tmp_path, monkeypatch):
@@ -64,10 +64,11 @@ def q4_0_file(tiny, tmp_path_factory):
 @pytest.fixture(scope="module", params=[1, 2], ids=["1-thread", "2-threads"])
 def q4_0_model(request, q4_0_file):
     """The tiny Q4_0 target loaded: its 64- and 128-wide matrices are repacked, so a batch of 4
-    to 15 rows runs the patched four-row GEMM. Each thread takes chunks of the matrix's columns:
-    on one thread every matrix is one chunk a multiple of 16 wide (the AVX-512 kernel's sixteen
-    columns a pass), on two the 64-wide ones come in chunks of 8, which keep llama.cpp's own
-    path there."""
+    to 15 rows runs the patched four-row GEMM, and on AVX2 the one to three rows left over (or a
+    batch of 2 or 3) run the GEMV of 0004-0005 together, against single tokens one row at a
+    time. Each thread takes chunks of the matrix's columns: on one thread every matrix is one
+    chunk a multiple of 16 wide (the AVX-512 kernel's sixteen columns a pass), on two the
+    64-wide ones come in chunks of 8, which keep llama.cpp's own path there."""
     return llama_cpp.Llama(str(q4_0_file), n_ctx=256, logits_all=True, n_threads=request.param,
                            verbose=False)
 

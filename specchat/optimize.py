@@ -207,6 +207,7 @@ def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: S
          tokens: int, report: Report = _quiet) -> Derived:
     """Re-lay one model, hash it, measure it against its source, and record it."""
     from specchat.backends.block_scales import rescale
+    from specchat.backends.fused_qkv import can_fuse_qkv, write_fused_qkv
     from specchat.backends.hot_vocab import HOT_TOKENS, can_score_hot, write_hot_draft
     from specchat.backends.quantize import quantize
 
@@ -230,6 +231,12 @@ def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: S
         hot = partial.with_suffix(".hot")
         write_hot_draft(partial, hot, hot_tokens)
         hot.replace(partial)
+    fused_qkv = can_fuse_qkv(partial)
+    if fused_qkv:  # one product a layer where there were three, on the same rows: the same bits
+        report(f"{name}: one attention input matrix a layer", 0, None)
+        stacked = partial.with_suffix(".qkv")
+        write_fused_qkv(partial, stacked)
+        stacked.replace(partial)
     made_s = time.perf_counter() - t0
     partial.replace(out)
     report(f"{name}: SHA-256", 0, None)
@@ -260,7 +267,8 @@ def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: S
                  "of weights that were already quantized"
                  + (", each block's scale fitted by least squares" if fit_scales else ""),
         scales=LEAST_SQUARES if fit_scales else "",
-        made_s=round(made_s, 1), cost=cost, quality=quality, hot_tokens=hot_tokens)
+        made_s=round(made_s, 1), cost=cost, quality=quality, hot_tokens=hot_tokens,
+        fused_qkv=fused_qkv)
     save_derived(dest, record)
     return record
 
@@ -289,6 +297,7 @@ def _steps(cost: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from specchat.backends.fused_qkv import can_fuse_qkv
     from specchat.backends.quantize import system_info
     from specchat.loading import require_llama_cpp
 
@@ -315,6 +324,9 @@ def run(args: argparse.Namespace) -> int:
             if layout == Q4_0 and known.scales != LEAST_SQUARES:
                 console.print("   its block scales are llama.cpp's own; --force fits them by "
                               "least squares, closer to the original at the same speed")
+            if not known.fused_qkv and can_fuse_qkv(dest / known.file):
+                console.print("   its layers keep Q, K and V apart; --force stacks them into one "
+                              "matrix a layer, the same logits a little faster")
             records.append(known)
             continue
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

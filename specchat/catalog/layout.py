@@ -99,6 +99,9 @@ class Derived:
     hot_tokens: int = 0
     """A draft that scores only its first this many token ids, the most frequent
     (backends/hot_vocab.py); 0: the whole vocabulary."""
+    fused_qkv: bool = False
+    """Each layer's Q, K and V matrices stacked into one (backends/fused_qkv.py): the same
+    logits, a little faster (False for the files made before: `models optimize --force`)."""
     cost: dict[str, Any] = field(default_factory=dict)
     """step_ms and verify_steps (n = 1, 2, ...) of the source and of this file, timed here."""
     quality: dict[str, Any] = field(default_factory=dict)

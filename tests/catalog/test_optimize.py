@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tomllib
 
+import gguf
 import pytest
 from support.processes import specchat
 
@@ -49,6 +50,8 @@ def test_optimize_re_lays_a_model_beside_it_and_records_what_it_measured(tiny, t
     assert record["source_sha256"] == sha256_file(tiny.target)
     assert "second rounding" in record["rounding"] and record["made_s"] >= 0
     assert record["scales"] == "least squares" and "least squares" in record["rounding"]
+    assert record["fused_qkv"] is True  # one attention input matrix a layer (same logits)
+    assert "blk.0.attn_qkv.weight" in {t.name for t in gguf.GGUFReader(out).tensors}
     for side in ("source", "derived"):
         steps = record["cost"][side]["verify_steps"]
         assert len(steps) == 9 and steps[0] == 1.0 and record["cost"][side]["step_ms"] > 0

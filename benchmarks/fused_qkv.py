@@ -42,12 +42,12 @@ def write_split_qkv(source: Path, out: Path) -> None:
     heads = int(reader.fields[f"{arch}.attention.head_count"].contents())
     kv_heads = int(reader.fields[f"{arch}.attention.head_count_kv"].contents())
     kv = n_embd // heads * kv_heads
+    bounds = np.cumsum([0, n_embd, kv, kv])
     tensors = []
     for t in reader.tensors:
         if ".attn_qkv." not in t.name:
             tensors.append((t.name, t.data, t.tensor_type))
             continue
-        bounds = np.cumsum([0, n_embd, kv, kv])
         for part, lo, hi in zip("qkv", bounds, bounds[1:]):
             tensors.append((t.name.replace(".attn_qkv.", f".attn_{part}."), t.data[lo:hi],
                             t.tensor_type))
@@ -86,9 +86,9 @@ def main() -> None:
                     out[name] = model.eval(ids[:n], 0)
                     times[name].append(time.perf_counter() - t0)
             split_ms, fused_ms = (1e3 * statistics.median(times[k]) for k in ("split", "fused"))
-            same &= np.array_equal(out["split"], out["fused"])
-            print(f"| {n} | {split_ms:.2f} | {fused_ms:.2f} | {fused_ms / split_ms:.3f} | "
-                  f"{np.array_equal(out['split'], out['fused'])} |")
+            equal = np.array_equal(out["split"], out["fused"])
+            same &= equal
+            print(f"| {n} | {split_ms:.2f} | {fused_ms:.2f} | {fused_ms / split_ms:.3f} | {equal} |")
         for model in models.values():
             model.close()
     print(f"\nthe same logits in every pass: {same}")

@@ -1,12 +1,15 @@
 """What specchat's llama.cpp patches (patches/llama.cpp) change, side by side in one run: the
-target's verify passes (logits for every row) timed with llama.cpp built from the unpatched
-source (or with every patch but those --without names) and with the installed wheel (built
-with the patches), in turn, and whether the two give the same bits (a benchmark, not a test;
-medians of --repeats runs of each, each run a median of five passes per size).
+target's verify passes (logits for every row), or with --last-row a prompt's, timed with
+llama.cpp built from the unpatched source (or with every patch but those --without names) and
+with the installed wheel (built with the patches), in turn, and whether the two give the same
+bits (a benchmark, not a test; medians of --repeats runs of each, each run a median of five
+passes per size).
 
     .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5
     .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0005
     .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0004,0005
+    .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0006 \
+        --sizes 8,16,32,64,128,256 --last-row      # a prompt's passes
 
 The libraries of the other side are built once (libllama and ggml only, install.sh's flags, a
 few minutes) from the same sdist in ~/.cache/specchat/llama.cpp/unpatched (or without-NNNN-KEY,
@@ -49,17 +52,18 @@ def before_libraries(version: str, without: list[str]) -> Path:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    """One side's run: ms a pass per size (median of five), and a digest of every row's logits."""
+    """One side's run: ms a pass per size (median of five), and a digest of the logits of every
+    row (or of the last, with --last-row)."""
     target, ids, base = arguments.target_at_prompt(args, PROMPT)
-    tokens = (ids * 16)[:max(SIZES)]
+    tokens = (ids * (max(args.sizes) // len(ids) + 1))[:max(args.sizes)]
     digest = hashlib.sha256()
     ms = {}
-    for n in SIZES:
+    for n in args.sizes:
         times = []
         for _ in range(5):
             target.truncate(base)
             t0 = time.perf_counter()
-            rows = target.eval(tokens[:n], 0)
+            rows = target.eval(tokens[:n], n - 1 if args.last_row else 0)
             times.append(time.perf_counter() - t0)
         digest.update(b"".join(row.tobytes() for row in rows))
         ms[n] = statistics.median(times) * 1000
@@ -71,6 +75,11 @@ def main() -> int:
     ap.add_argument("--without", type=lambda v: [n for n in v.split(",") if n], default=[],
                     metavar="NNNN[,NNNN]",
                     help="compare against every patch but these (default: against none of them)")
+    ap.add_argument("--sizes", type=lambda v: [int(n) for n in v.split(",")], default=SIZES,
+                    metavar="N[,N]", help=f"tokens a pass (default: {','.join(map(str, SIZES))})")
+    ap.add_argument("--last-row", action="store_true",
+                    help="logits for the last row only, as a prompt's pass asks (default: for "
+                         "every row, as a verify does)")
     ap.add_argument("--side", choices=("before", "after"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.side:
@@ -88,20 +97,25 @@ def main() -> int:
                                   "--side", side], env=env_before if side == "before" else None,
                                  capture_output=True, text=True, check=True).stdout
             runs[side].append(json.loads(out.strip().splitlines()[-1]))
-    med = {side: {n: statistics.median(run["ms"][str(n)] for run in runs[side]) for n in SIZES}
+    sizes = args.sizes
+    med = {side: {n: statistics.median(run["ms"][str(n)] for run in runs[side]) for n in sizes}
            for side in runs}
     print(f"medians of {args.repeats} runs a side, each the median of 5 passes; patches "
           f"{llama_tools.patches_key()}; before: "
           + (f"every patch but {', '.join(args.without)}" if args.without else "none"))
-    print("| tokens in the pass | " + " | ".join(map(str, SIZES)) + " |")
-    print("|---|" + "---|" * len(SIZES))
+    print("| tokens in the pass | " + " | ".join(map(str, sizes)) + " |")
+    print("|---|" + "---|" * len(sizes))
     for side in ("before", "after"):
-        print(f"| ms, {side} | " + " | ".join(f"{med[side][n]:.0f}" for n in SIZES) + " |")
+        print(f"| ms, {side} | " + " | ".join(f"{med[side][n]:.0f}" for n in sizes) + " |")
     for side in ("before", "after"):
-        print(f"| single steps, {side} | "
-              + " | ".join(f"{med[side][n] / med[side][1]:.2f}" for n in SIZES) + " |")
+        print(f"| ms a token, {side} | "
+              + " | ".join(f"{med[side][n] / n:.2f}" for n in sizes) + " |")
+    if 1 in sizes:
+        for side in ("before", "after"):
+            print(f"| single steps, {side} | "
+                  + " | ".join(f"{med[side][n] / med[side][1]:.2f}" for n in sizes) + " |")
     print("| after / before | " + " | ".join(f"{med['after'][n] / med['before'][n]:.2f}"
-                                             for n in SIZES) + " |")
+                                             for n in sizes) + " |")
     digests = {run["digest"] for side in runs for run in runs[side]}
     print("logits of every pass the same bits before and after: "
           + ("yes" if len(digests) == 1 else f"no ({len(digests)} digests)"))

@@ -57,7 +57,9 @@ _PAYBACK_TOKENS = 32
 """A catch-up is paid up front and must be earned back within the reply's next 32 tokens (or
 the fewer it may still have): replies often end well before their token limit (the suite's
 short prose after 32-38 of 96), and there the prompt's catch-up (250-500 ms for the 0.5B draft
-on 2 cores) cost 10-14% of the reply."""
+on 2 cores) cost 10-14% of the reply. Since patch 0006 a 32-token catch-up takes the Q4_0 draft
+102 ms on AVX2 (benchmarks/gemm_patch.py --last-row), and over twelve short prose replies
+catch-ups took 4-9% of the decoding (benchmarks/prompts/prose.toml; docs/benchmark.md)."""
 _TARGET_CONF_EMA, _TARGET_CONF_MIN = 0.3, 3
 """The target's running confidence (its top probability at each committed position, free from
 the rows every round computes) weighs each new position 0.3, so it follows the text of the

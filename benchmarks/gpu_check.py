@@ -11,21 +11,30 @@ draft; `--small`: a CPU-sized pair), for each backend (llama.cpp, transformers):
   - the speedup each k would give at the acceptance per position measured on the CPU for the
     real default pair (`python -m benchmarks.acceptance`): expected tokens per round (the
     formula the adaptive policy uses) over the round's time, against target-only; the same for
-    a drafter that costs nothing (n-gram lookup) at that acceptance.
+    a drafter that costs nothing (n-gram lookup) at that acceptance;
+  - with `--tools DIR` (llama.cpp's llama-bench and llama-speculative-simple built from the same
+    source), llama.cpp beside the engine, interleaved: the engine's target-only decode against
+    llama-bench's tg at the same depth, and the engine against llama-speculative-simple with one
+    file as both target and draft (every draft stands in both), with the engine's Python time
+    per round there (its rounds' time less llama.cpp's decode and logits calls) and a profile.
 Weights do not change any of these times; acceptance is the one number random weights cannot
 give, hence the measured CPU rates.
 
-    python -m benchmarks.gpu_check --out DIR [--device cuda|cpu] [--small]
+    python -m benchmarks.gpu_check --out DIR [--device cuda|cpu] [--small] [--tools DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import platform
+import pstats
+import signal
 import statistics
 import subprocess
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -36,10 +45,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks.random_models import QWEN_05B, QWEN_7B, SMALL_DRAFT, SMALL_TARGET, Shape
-from specchat import timing
+from specchat import model_thread, timing
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import ModelDrafter, NoDrafter
-from specchat.engine.events import RoundEvent
+from specchat.engine.events import RoundEvent, TurnEvent, turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.policy import expected_tokens
 from specchat.engine.sampling import SamplingParams
@@ -49,7 +58,11 @@ ACCEPT_CPU = [0.824, 0.812, 0.820, 0.857, 0.895, 0.925, 0.919, 0.947]
 target, 0.5B draft, Q4_K_M), greedy, over the bench suite, on a 2-core CPU:
 `python -m benchmarks.acceptance --k 8` (docs/gpu.md). Replace with --accept."""
 SIZES = timing.SIZES
-KS = (1, 2, 3, 4, 5, 6, 8)
+KS = (1, 2, 3, 4, 5, 6, 7, 8)
+FULL_K = 4
+"""Tokens drafted a round where the draft is the target's own file (every draft stands)."""
+PROMPT = ("Write a Python module that implements a binary search tree with insert, delete, "
+          "search and in-order traversal. Give every method a docstring.")
 GREEDY = SamplingParams()
 
 
@@ -83,6 +96,10 @@ class BackendReport:
     """Target-only milliseconds per token through the engine (its median round)."""
     rounds: list[RoundCost] = field(default_factory=list)
     best_k: int = 0
+    llamacpp: dict[str, Any] = field(default_factory=dict)
+    """With --tools: `target_only` {engine_tps, bench_tps, ratio, ratios} and `full_accept`
+    [{file, k, engine_tps, simple_tps, ratio, ratios, engine_accept, simple_accept,
+    python_ms_per_round, llama_ms_per_round, profile}] (see against_llamacpp)."""
     error: str = ""
 
 
@@ -138,6 +155,139 @@ def engine_costs(target: Backend, draft: Backend, prompt: list[int], tokens: int
     return tps, out
 
 
+class LlamaCalls:
+    """Seconds spent inside llama.cpp's decode and logits calls while it is entered: what a
+    round cost in llama.cpp, so that the rest of the round is the engine's Python."""
+
+    def __enter__(self) -> LlamaCalls:
+        import llama_cpp
+
+        self.seconds = 0.0
+        self._saved = {name: getattr(llama_cpp, name) for name in ("llama_decode", "llama_get_logits")}
+
+        def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*a: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return fn(*a)
+                finally:
+                    self.seconds += time.perf_counter() - t0
+            return call
+
+        for name, fn in self._saved.items():
+            setattr(llama_cpp, name, timed(fn))
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        import llama_cpp
+
+        for name, fn in self._saved.items():
+            setattr(llama_cpp, name, fn)
+
+
+def engine_turn(engine: SpeculativeEngine, ids: list[int], n: int) -> tuple[TurnEvent, list[RoundEvent]]:
+    engine.clear_caches()
+    events = list(engine.generate(ids, GenerationSettings(max_tokens=n)))
+    return turn_of(iter(events)), [e for e in events if isinstance(e, RoundEvent) and e.round > 0]
+
+
+def full_acceptance(bin_dir: Path, path: Path, load: Callable[[Path], Backend], tokens: int,
+                    repeats: int, ngl: int, threads: int) -> dict[str, Any]:
+    """The engine against llama-speculative-simple with `path` as both target and draft (every
+    draft stands), k=FULL_K, greedy, interleaved repeats; then the engine's Python time per
+    round (rounds' time less llama.cpp's calls) and its profile, from two more turns."""
+    from benchmarks.tools import speculative_simple
+
+    target, draft = load(path), load(path)
+    try:
+        engine = SpeculativeEngine(target, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
+                                   GREEDY, DraftSettings(k=FULL_K))
+        ids = target.tokenize(PROMPT)
+        engine_turn(engine, ids, 16)  # warm-up
+        mine, theirs = [], []
+        for _ in range(repeats):
+            turn, _ = engine_turn(engine, ids, tokens)
+            mine.append((turn.tokens_per_second or 0.0, turn.acceptance_rate or 0.0))
+            run = speculative_simple(bin_dir, path, path, PROMPT, tokens, FULL_K, threads, ngl)
+            theirs.append((run.tok_s, run.acceptance or 0.0))
+        with LlamaCalls() as calls:
+            _, rounds = engine_turn(engine, ids, tokens)
+        with LlamaCalls() as first_only:  # the prompt's pass: in no timed round
+            engine_turn(engine, ids, 1)
+        in_rounds = sum(r.draft_s + r.verify_s for r in rounds)
+        c_in_rounds = calls.seconds - first_only.seconds
+        profile = cProfile.Profile()
+        profile.enable()
+        _, profiled = engine_turn(engine, ids, tokens)
+        profile.disable()
+    finally:
+        target.close()
+        draft.close()
+    ratios = [m[0] / t[0] for m, t in zip(mine, theirs) if t[0]]
+    n_rounds = max(len(rounds), 1)
+    stats = pstats.Stats(profile)
+    top = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:12]  # type: ignore[attr-defined]
+    return {
+        "file": path.name, "k": FULL_K, "tokens": tokens,
+        "engine_tps": round(statistics.median(m[0] for m in mine), 2),
+        "simple_tps": round(statistics.median(t[0] for t in theirs), 2),
+        "ratio": round(statistics.median(ratios), 3) if ratios else 0.0,
+        "ratios": [round(r, 3) for r in ratios],
+        "engine_accept": round(statistics.median(m[1] for m in mine), 3),
+        "simple_accept": round(statistics.median(t[1] for t in theirs), 3),
+        "rounds": len(rounds),
+        "round_ms": round(in_rounds / n_rounds * 1000, 3),
+        "llama_ms_per_round": round(c_in_rounds / n_rounds * 1000, 3),
+        "python_ms_per_round": round((in_rounds - c_in_rounds) / n_rounds * 1000, 3),
+        "profile": [f"{(v[2] / max(len(profiled), 1)) * 1000:.3f} ms/round own, "
+                    f"{v[1]} calls: {fn[2]} ({Path(fn[0]).name}:{fn[1]})" for fn, v in top],
+    }
+
+
+def against_llamacpp(bin_dir: Path, target_path: Path, draft_path: Path,
+                     load: Callable[[Path], Backend], args: argparse.Namespace,
+                     out: dict[str, Any]) -> None:
+    """llama.cpp's own loops beside the engine on the same files, each pair back to back, into
+    `out` as each is done (a check cut at its deadline keeps what was measured)."""
+    from benchmarks.tools import llama_bench
+    from specchat.cpu import default_threads
+
+    ngl = 999 if args.device == "cuda" else 0
+    threads = default_threads()
+    target = load(target_path)
+    try:
+        plain = SpeculativeEngine(target, NoDrafter(), GREEDY)
+        prompt = [int(t) for t in np.random.default_rng(1).integers(258, target.n_vocab - 3, args.depth)]
+        engine_turn(plain, prompt, 8)
+        pairs = []
+        for _ in range(args.repeats_tools):
+            bench = llama_bench(bin_dir, target_path, args.tokens, args.depth, threads, ngl)
+            turn, _ = engine_turn(plain, prompt, args.tokens)
+            pairs.append((turn.tokens_per_second or 0.0, bench.tok_s))
+    finally:
+        target.close()
+    ratios = [m / b for m, b in pairs if b]
+    out["target_only"] = {
+        "file": target_path.name, "depth": args.depth, "tokens": args.tokens,
+        "engine_tps": round(statistics.median(m for m, _ in pairs), 2),
+        "bench_tps": round(statistics.median(b for _, b in pairs), 2),
+        "ratio": round(statistics.median(ratios), 3) if ratios else 0.0,
+        "ratios": [round(r, 3) for r in ratios]}
+    out["full_accept"] = []
+    for path in (draft_path, target_path):
+        out["full_accept"].append(full_acceptance(bin_dir, path, load, args.tokens_tools,
+                                                  args.repeats_tools, ngl, threads))
+
+
+class Cut(Exception):
+    """The check's deadline came mid-measurement (SIGTERM, from gpu_check.sh's `timeout`): what
+    was measured so far is still reported."""
+
+
+def _cut(signum: int, frame: object) -> None:
+    raise Cut("cut at the check's deadline")
+
+
 def measure(name: str, device: str, dtype: str, load: Callable[[Shape], Backend],
             shapes: tuple[Shape, Shape], args: argparse.Namespace) -> BackendReport:
     target_shape, draft_shape = shapes
@@ -155,20 +305,31 @@ def measure(name: str, device: str, dtype: str, load: Callable[[Shape], Backend]
         report.best_k = max(rounds, key=lambda r: r.predicted_speedup).k
         target.close()
         draft.close()
+        if name == "llamacpp" and args.tools:
+            folder = args.models_dir
+            against_llamacpp(args.tools, folder / f"{target_shape.name}.gguf",
+                             folder / f"{draft_shape.name}.gguf", file_loader(args.device), args,
+                             report.llamacpp)
     except Exception as exc:  # a backend that cannot run here is reported, the other still runs
         report.error = f"{type(exc).__name__}: {exc}"
     return report
 
 
+def file_loader(device: str) -> Callable[[Path], Backend]:
+    """A GGUF file on llama.cpp, every layer on the GPU where the device is one."""
+    from specchat.backends.llamacpp import LlamaCppBackend
+
+    return lambda path: LlamaCppBackend(path, n_ctx=4096, n_gpu_layers=None if device == "cuda" else 0)
+
+
 def llamacpp_loader(device: str, folder: Path) -> Callable[[Shape], Backend]:
     from benchmarks.random_models import write_gguf
-    from specchat.backends.llamacpp import LlamaCppBackend
 
     def load(shape: Shape) -> Backend:
         path = folder / f"{shape.name}.gguf"
         if not path.exists():  # benchmarks/gpu_check.sh writes them ahead, during the build
             write_gguf(path, shape, seed=len(shape.name))
-        return LlamaCppBackend(path, n_ctx=4096, n_gpu_layers=None if device == "cuda" else 0)
+        return file_loader(device)(path)
 
     return load
 
@@ -242,6 +403,31 @@ def test_results(paths: list[Path]) -> dict[str, Any]:
     return {"ran": True, "files": files, "failed": failed}
 
 
+def llamacpp_lines(cmp: dict[str, Any]) -> list[str]:
+    """The engine beside llama.cpp's tools, as report lines (none without --tools)."""
+    if "target_only" not in cmp:
+        return []
+    t = cmp["target_only"]
+    lines = ["### Beside llama.cpp's own loops (same files, interleaved; ratio = engine / llama.cpp, "
+             "median of per-pair ratios)", "",
+             "| measurement | engine tok/s | llama.cpp tok/s | ratio | per pair | acceptance (engine / llama.cpp) |",
+             "|---|---|---|---|---|---|",
+             f"| target only vs llama-bench tg{t['tokens']} at depth {t['depth']} ({t['file']}) | "
+             f"{t['engine_tps']:.1f} | {t['bench_tps']:.1f} | {t['ratio']:.3f} | "
+             f"{', '.join(f'{x:.2f}' for x in t['ratios'])} | |"]
+    lines += [f"| {f['file']} as target and draft, k={f['k']}, {f['tokens']} tokens, vs "
+              f"llama-speculative-simple | {f['engine_tps']:.1f} | {f['simple_tps']:.1f} | "
+              f"{f['ratio']:.3f} | {', '.join(f'{x:.2f}' for x in f['ratios'])} | "
+              f"{f['engine_accept']:.1%} / {f['simple_accept']:.1%} |" for f in cmp.get("full_accept", [])]
+    lines.append("")
+    for f in cmp.get("full_accept", []):
+        lines += [f"Engine rounds on {f['file']} (k={f['k']}, {f['rounds']} rounds): {f['round_ms']:.2f} ms "
+                  f"a round, of which llama.cpp's decode and logits calls {f['llama_ms_per_round']:.2f} ms "
+                  f"and the engine's Python {f['python_ms_per_round']:.2f} ms. Profile (own time a round, "
+                  "cProfile, a separate turn):", ""] + [f"- {line}" for line in f["profile"]] + [""]
+    return lines
+
+
 def markdown(data: dict[str, Any]) -> str:
     m, build, tests = data["machine"], data["build"], data["tests"]
     lines = [f"# specchat GPU check, {data['date']}", "",
@@ -260,7 +446,7 @@ def markdown(data: dict[str, Any]) -> str:
         lines += [""] + [f"- FAILED {f}" for f in tests["failed"]] + [""]
     else:
         lines += ["Not run.", ""]
-    reports = [r for r in data["backends"] if not r["error"]]
+    reports = [r for r in data["backends"] if len(r["verify"]) == len(SIZES)]  # a cut one too
     lines += ["## What a verify pass costs", "",
               "The target evaluating n tokens at once (logits for each), after a prompt of "
               f"{data['depth']} tokens, median of {data['repeats']}; × = times one token.", ""]
@@ -271,7 +457,7 @@ def markdown(data: dict[str, Any]) -> str:
             lines.append(f"| {n} | " + " | ".join(
                 f"{r['verify'][i]['ms']:.2f} | {r['verify'][i]['ratio']:.2f}" for r in reports) + " |")
         lines.append("")
-    for r in reports:
+    for r in (r for r in reports if r["rounds"]):
         lines += [f"## {r['backend']} on {r['device']} ({r['dtype']}): {r['target']} with draft "
                   f"{r['draft']}", "",
                   f"Target only: {r['target_only_tps']:.1f} tok/s through the engine "
@@ -282,6 +468,7 @@ def markdown(data: dict[str, Any]) -> str:
                   f"{c['components_speedup']:.2f}x | {c['free_drafter_speedup']:.2f}x |"
                   for c in r["rounds"]]
         lines += ["", f"Predicted best k: **{r['best_k']}**.", ""]
+        lines += llamacpp_lines(r.get("llamacpp") or {})
     lines += ["Acceptance per draft position used for the predictions (measured on the CPU for the "
               "real default pair): " + ", ".join(f"{a:.3f}" for a in data["accept"]) + ".", ""]
     lines += ["## What it could not do", ""] + [f"- {x}" for x in data["not_done"] or ["nothing"]]
@@ -305,17 +492,26 @@ def main() -> int:
     ap.add_argument("--tests-xml", type=Path, action="append", default=[],
                     help="JUnit XML of the tiny-model tests (repeatable)")
     ap.add_argument("--models-dir", type=Path, default=None)
+    ap.add_argument("--tools", type=Path, default=None, metavar="DIR",
+                    help="llama-bench and llama-speculative-simple built from the same source: "
+                         "llama.cpp's own loops beside the engine")
+    ap.add_argument("--repeats-tools", type=int, default=3,
+                    help="interleaved runs of each side against llama.cpp's tools")
+    ap.add_argument("--tokens-tools", type=int, default=128,
+                    help="tokens a run against llama-speculative-simple")
     ap.add_argument("--not-done", action="append", default=[])
     ap.add_argument("--include", type=Path, action="append", default=[],
                     help="a gpu_check.json of an earlier run whose backend results to keep "
                          "(repeatable; one that does not exist is skipped)")
     args = ap.parse_args()
+    model_thread.adopt()  # every pass on this thread, as `specchat ask` and `bench` run them
+    signal.signal(signal.SIGTERM, _cut)
     args.depth = args.depth or (64 if args.small else 512)
     args.repeats = args.repeats or (3 if args.small else 7)
     args.tokens = args.tokens or (32 if args.small else 48)
     shapes = (SMALL_TARGET, SMALL_DRAFT) if args.small else (QWEN_7B, QWEN_05B)
     dtype = "bfloat16" if args.device == "cuda" else "float32"
-    folder = args.models_dir or Path(tempfile.mkdtemp(prefix="specchat-gpu-"))
+    folder = args.models_dir = args.models_dir or Path(tempfile.mkdtemp(prefix="specchat-gpu-"))
     folder.mkdir(parents=True, exist_ok=True)
     not_done = list(args.not_done)
     backends = []

@@ -1,39 +1,47 @@
 #!/usr/bin/env bash
-# The GPU path in one run, for a machine with an NVIDIA GPU and no network: build
-# llama-cpp-python with CUDA for the GPU it finds, run the tiny-model tests of both backends with
-# every layer on the GPU, and measure what speculation costs there (verify curve, draft pass,
-# target-only step, the engine's round at each k) on random-weight models of a 7B/0.5B pair's
-# shape, predicting the speedup against k. Writes gpu_check.md and gpu_check.json (with the log,
-# probe.log and the tests' JUnit XML) to the output folder; docs/gpu.md says how to read them.
+# The GPU path in one run, for a machine with an NVIDIA GPU and no network: build llama.cpp with
+# CUDA for the GPU it finds (the libraries specchat loads and llama.cpp's own llama-server,
+# llama-bench and llama-speculative-simple, in one tree from the patched source install.sh
+# builds), load a model on the GPU each way that could matter until one works, run the tiny-model
+# tests with every layer on the GPU, and measure what speculation costs there on random-weight
+# models of a 7B/0.5B pair's shape: verify curve, draft pass, target-only step, the engine's
+# round at each k, the engine beside llama.cpp's own loops, and `specchat llama-server` starting.
+# Writes gpu_check.md and gpu_check.json (with the log, probe.log and the tests' JUnit XML) to
+# the output folder; docs/gpu.md says how to read them.
 #
-#   make gpu-bundle                      here, once: .gpu/ (trimmed source and wheels, ~5 MB)
-#   benchmarks/gpu_check.sh [--out DIR]       there: about 9 minutes on a 16-core H200
-#   benchmarks/gpu_check.sh --cpu --small     anywhere: no build, CPU-sized models, about a minute
+#   make gpu-bundle                            here, once: .gpu/ (patched source and wheels)
+#   benchmarks/gpu_check.sh --out DIR [--probe DIR]   there: about 9 minutes on a 16-core H200
+#   benchmarks/gpu_check.sh --cpu --small      anywhere: no build, CPU-sized models, a minute
+#   benchmarks/gpu_check.sh --cpu --build --small --probe DIR
+#                                              the GPU path's every step on a CPU (a dry run)
 #
-# Order (from two runs on an H200): the llama.cpp build first (~3.5 min on 16 cores, the longest
-# step), then llama.cpp's probes, tests and costs, then the transformers backend's tests and
-# costs in whatever time is left before --deadline (each step is cut, not the whole check).
-# Options: --out DIR (default: $OUT, else gpu-check), --bundle DIR (default .gpu), --fa (also
+# Options: --out DIR (default: $OUT, else gpu-check), --bundle DIR (default .gpu), --probe DIR
+# (a folder with gpu_probe.sh, run after the build with the libraries built here), --fa (also
 # compile llama.cpp's flash-attention kernels: a longer build), --deadline SECONDS (default 540).
-# The python used is $PYTHON, else .venv/bin/python in --cpu mode and python3 otherwise.
+# Each step is cut at what is left, not the whole check. The python used is $PYTHON, else
+# .venv/bin/python in --cpu mode and python3 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 repo=$(pwd)
-cpu=0 small=0 fa=OFF out="${OUT:-gpu-check}" bundle=.gpu deadline=540
+cpu=0 build=1 small=0 fa=OFF out="${OUT:-gpu-check}" bundle=.gpu deadline=540 probe_dir=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) cpu=1 ;;
+    --build) build=2 ;;
     --small) small=1 ;;
     --fa) fa=ON ;;
     --out) out="$2"; shift ;;
     --bundle) bundle="$2"; shift ;;
+    --probe) probe_dir="$2"; shift ;;
     --deadline) deadline="$2"; shift ;;
     *) echo "gpu_check.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
+[ "$cpu" = 1 ] && [ "$build" = 1 ] && build=0  # --cpu uses the installed build unless --build
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+bundle=$(cd "$bundle" 2>/dev/null && pwd || echo "$bundle")
 exec > >(tee "$out/gpu_check.log") 2>&1
 started=$SECONDS
 not_done=()
@@ -43,112 +51,178 @@ size_args=()
 [ "$small" = 1 ] && size_args=(--small)
 models=$(mktemp -d /tmp/specchat-models.XXXX)
 build_status="skipped (--cpu: the installed llama-cpp-python)" build_seconds="" cmake_args=""
-llama_env=()
-llama_ok=1
-
+llama_ok=1 bin=""
 if [ "$cpu" = 1 ]; then
   py="${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}"
-  device=cpu
+  device=cpu accel=cpu
 else
   py="${PYTHON:-python3}"
-  device=cuda
+  device=cuda accel=cuda
   [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+  say "GPU: $(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | head -n1)"
+fi
+py=$(command -v "$py" || echo "$py")
+"$py" -m benchmarks.random_models "$models" "${size_args[@]}" > "$models/written.log" 2>&1 &
+writer=$!  # the random-weight pair, written while llama.cpp builds
+
+if [ "$build" != 0 ]; then
   site=/tmp/specchat-site
-  mkdir -p "$site"
+  rm -rf "$site" && mkdir -p "$site"
   say "installing the carried wheels into $site"
   "$py" -m pip install -q --no-index --no-deps --no-compile --target "$site" "$bundle"/wheels/*.whl \
     || not_done+=("the carried wheels did not install")
   export PYTHONPATH="$site:$repo${PYTHONPATH:+:$PYTHONPATH}"
-  say "GPU: $(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | head -n1)"
-  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
-  cmake_args="$(SPECCHAT_ACCEL=cuda ./install.sh --print-cmake-args) -DCMAKE_CUDA_ARCHITECTURES=${arch:-native}"
-  cmake_args="$cmake_args -DLLAVA_BUILD=OFF -DGGML_CUDA_FA=$fa -DGGML_CUDA_NCCL=OFF"
+  cmake_args="$(SPECCHAT_ACCEL=$accel ./install.sh --print-cmake-args)"
+  if [ "$accel" = cuda ]; then
+    arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
+    cmake_args="$cmake_args -DCMAKE_CUDA_ARCHITECTURES=${arch:-native} -DGGML_CUDA_FA=$fa -DGGML_CUDA_NCCL=OFF"
+  fi
   src=/tmp/specchat-src
-  rm -rf "$src" /tmp/specchat-wheel && mkdir -p "$src"
-  tar xzf "$bundle"/llama-cpp-python-*-trimmed.tar.gz -C "$src"
-  limit=$(( $(left) - 240 ))  # what llama.cpp's probes, tests and costs and the rest need after it
-  say "building llama-cpp-python: $cmake_args (limit ${limit}s)"
+  rm -rf "$src" && mkdir -p "$src"
+  tar xzf "$bundle"/llama-cpp-python-*-patched-trimmed.tar.gz -C "$src"
+  root=$(ls -d "$src"/llama_cpp_python-*)
+  v="$root/vendor/llama.cpp"
+  limit=$(( $(left) - 300 ))  # what the probes, tests and measurements need after it
+  say "building llama.cpp's libraries, llama-bench and llama-speculative-simple: $cmake_args (limit ${limit}s)"
   t0=$SECONDS
-  if [ "$limit" -gt 60 ] && CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) timeout "$limit" \
-       "$py" -m pip wheel -q --no-build-isolation --no-deps -w /tmp/specchat-wheel "$src"/llama_cpp_python-* \
-     && "$py" -m pip install -q --no-index --no-deps --target "$site" /tmp/specchat-wheel/llama_cpp_python-*.whl; then
+  if [ "$limit" -gt 60 ] && bin=$(CMAKE_ARGS="$cmake_args" timeout "$limit" "$py" -m specchat.llama_tools \
+       build "$v" llama ggml llama-bench llama-speculative-simple); then
     build_status=ok
+    # what a wheel of llama-cpp-python holds, from the same tree: its Python package, the
+    # libraries beside it, the headers (for the probe's C program) and its name and version
+    cp -r "$root/llama_cpp" "$site/" && mkdir -p "$site/llama_cpp/lib" "$site/include"
+    cp -a "$bin"/lib*.so* "$site/llama_cpp/lib/"
+    cp "$v"/include/*.h "$v"/ggml/include/*.h "$site/include/"
+    cp "$root/specchat-patches" "$site/llama_cpp/"
+    version=${root##*-}
+    mkdir -p "$site/llama_cpp_python-$version.dist-info"
+    printf 'Metadata-Version: 2.1\nName: llama_cpp_python\nVersion: %s\n' "$version" \
+      > "$site/llama_cpp_python-$version.dist-info/METADATA"
+    # llama-server (with its multimodal library, the longest C++ of the tools) builds in the
+    # background on a quarter of the cores while the probes and tests run
+    n=$(nproc); pin=(); command -v taskset >/dev/null && [ "$n" -ge 8 ] && pin=(taskset -c "$((n * 3 / 4))-$((n - 1))")
+    CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$(( n >= 8 ? n / 4 : n )) nice -n 10 "${pin[@]}" \
+      timeout 500 "$py" -m specchat.llama_tools build "$v" llama-server > "$src/server-build.out" 2>&1 &
+    server_build=$!
   else
     build_status="failed, or cut at ${limit}s"
     llama_ok=0
-    not_done+=("llama.cpp with CUDA: the build $build_status, so its tests and costs are missing")
+    tail -n 30 "$src"/llama_cpp_python-*/vendor/build-tools.log 2>/dev/null
+    not_done+=("llama.cpp: the build $build_status, so its tests and costs are missing")
   fi
   build_seconds=$((SECONDS - t0))
-  say "build: $build_status in ${build_seconds}s"
+  say "build: $build_status in ${build_seconds}s ($(ls "$site/llama_cpp/lib" 2>/dev/null | tr '\n' ' '))"
   export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  say "writing the random-weight GGUF pair into $models"
-  "$py" -m benchmarks.random_models "$models" "${size_args[@]}" \
-    || not_done+=("the random-weight GGUF pair was not written")
+else
+  export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+fi
+wait "$writer" || not_done+=("the random-weight GGUF pair was not written ($(tail -n 1 "$models/written.log"))")
+cat "$models/written.log"
+
+if [ "$llama_ok" = 1 ] && [ -n "$probe_dir" ] && [ -f "$probe_dir/gpu_probe.sh" ]; then
+  say "the prepared probe ($probe_dir): every variant of a load, before anything else"
+  SITE="$site" PYTHON="$py" DEADLINE=$(( $(left) > 400 ? 150 : 90 )) timeout 200 \
+    bash "$probe_dir/gpu_probe.sh" --out "$out"
 fi
 
-if [ "$cpu" = 0 ] && [ "$llama_ok" = 1 ]; then
-  # Load a small model on the GPU in a child process, each way that could matter, so a crash
-  # names its cause in probe.log instead of ending the check.
-  say "probing llama.cpp on the GPU (probe.log)"
+# A small model loaded on the GPU through specchat's backend in a child process, each way that
+# could matter, until one loads: the first that does is how the rest of the check runs (its
+# environment and llama.cpp model parameters, benchmarks/llama_params.py), and the ones before
+# it name what crashed (probe.log).
+llama_env=() params=""
+load='import sys; from specchat.backends.llamacpp import LlamaCppBackend as B
+b = B(sys.argv[1], n_ctx=256, n_gpu_layers=int(sys.argv[2])); print("loaded; offloaded", b.n_gpu_layers, "rows", b.eval([300, 301, 302], 0).shape)'
+if [ "$llama_ok" = 1 ]; then
   "$py" -m benchmarks.random_models "$models/probe" --small >> "$out/probe.log" 2>&1
   model=$(ls "$models"/probe/small-draft*.gguf)
-  load='import sys; from specchat.backends.llamacpp import LlamaCppBackend as B
-b = B(sys.argv[1], n_ctx=256, n_gpu_layers=int(sys.argv[2])); print("loaded; offloaded", b.n_gpu_layers, "rows", b.eval([300, 301, 302], 0).shape)'
-  probe() {  # label, env assignments...; $layers: GPU layers
-    local label=$1; shift
-    echo "== $label" >> "$out/probe.log"
-    env "$@" timeout 60 "$py" -X faulthandler -c "$load" "$model" "${layers:-999}" >> "$out/probe.log" 2>&1
+  loads() {  # label, params, env assignments...
+    local label=$1 p=$2; shift 2
+    echo "== load: $label (params: ${p:-none}; env: ${*:-none})" >> "$out/probe.log"
+    env "$@" timeout 40 "$py" -X faulthandler -m benchmarks.llama_params "$p" -c "$load" "$model" 999 \
+      < /dev/null >> "$out/probe.log" 2>&1
     local rc=$?
-    echo "== $label: exit $rc" >> "$out/probe.log"
-    say "probe $label: exit $rc"
+    echo "== load: $label: exit $rc" >> "$out/probe.log"
+    say "load on the GPU, $label: exit $rc"
     return $rc
   }
-  if layers=999 probe "all layers on the GPU" SPECCHAT_PROBE=1; then
-    llama_env=()
-  elif layers=999 probe "all layers, llama.cpp logging to stderr" SPECCHAT_LLAMA_LOG=1; then
-    llama_env=(SPECCHAT_LLAMA_LOG=1)
-    not_done+=("llama.cpp crashed loading a model on the GPU with specchat's log callback set; it ran with SPECCHAT_LLAMA_LOG=1")
-  else
+  chosen=""
+  while IFS='|' read -r label p vars; do
+    read -ra e <<<"$vars"
+    if loads "$label" "$p" "${e[@]}"; then chosen=$label llama_env=("${e[@]}") params=$p; break; fi
+  done <<'EOF'
+as specchat loads it||
+llama.cpp logging to stderr||SPECCHAT_LLAMA_LOG=1
+no pinned host memory||GGML_CUDA_NO_PINNED=1
+no mmap|load_mode=0|
+no repacked CPU buffers|use_extra_bufts=0|
+no host buffers|no_host=1|
+LD_LIBRARY_PATH unset||LD_LIBRARY_PATH=
+all of these at once|load_mode=0,use_extra_bufts=0,no_host=1|SPECCHAT_LLAMA_LOG=1 GGML_CUDA_NO_PINNED=1
+EOF
+  if [ -z "$chosen" ]; then
     llama_ok=0
-    layers=0 probe "no layer on the GPU (CUDA build)" SPECCHAT_LLAMA_LOG=1
-    echo "== llama_cpp.Llama(n_gpu_layers=-1)" >> "$out/probe.log"
-    timeout 60 "$py" -X faulthandler -c 'import sys, llama_cpp; llama_cpp.Llama(sys.argv[1], n_gpu_layers=-1, n_ctx=256, verbose=True); print("Llama loaded")' \
-      "$model" >> "$out/probe.log" 2>&1; echo "== exit $?" >> "$out/probe.log"
-    if command -v cuda-gdb >/dev/null; then
-      echo "== native backtrace (cuda-gdb)" >> "$out/probe.log"
-      SPECCHAT_LLAMA_LOG=1 timeout 90 cuda-gdb -q -batch -ex run -ex bt -ex "info sharedlibrary" \
-        --args "$py" -c "$load" "$model" 999 >> "$out/probe.log" 2>&1
-    fi
-    not_done+=("llama.cpp on the GPU: loading a model crashed (probe.log has llama.cpp's log and the backtrace); its GPU tests and costs are missing")
+    loads "no layer on the GPU" "" SPECCHAT_LLAMA_LOG=1 || true
+    not_done+=("llama.cpp on the GPU: every way of loading a model crashed (probe.log); its GPU tests and costs are missing")
+  elif [ "$chosen" != "as specchat loads it" ]; then
+    not_done+=("llama.cpp loaded a model on the GPU only with: $chosen (the rest of the check ran so)")
   fi
 fi
+llama_py=("$py" -m benchmarks.llama_params "$params")
 
 select=()
 [ "$small" = 1 ] && select=(-k "greedy_matches or follows_the_target or caches_hold or cache_is_kept or same_logits")
-run_tests() {  # name, pytest arguments...; cut at what is left before the deadline
-  local name=$1 limit; shift
-  limit=$(( $(left) - 60 )); [ "$cpu" = 1 ] && limit=300
+run_tests() {  # name, python..., --, pytest arguments...; cut at what is left before the deadline
+  local name=$1 limit runner=(); shift
+  while [ "$1" != -- ]; do runner+=("$1"); shift; done; shift
+  limit=$(( $(left) - 150 )); [ "$cpu" = 1 ] && limit=300
+  [ "$limit" -gt 150 ] && limit=150
   if [ "$limit" -lt 30 ]; then not_done+=("$name tests: no time left"); return; fi
   say "$name tiny-model tests on $device (limit ${limit}s)"
-  SPECCHAT_TEST_DEVICE=$device timeout "$limit" env "${llama_env[@]}" "$py" -m pytest -q \
+  SPECCHAT_TEST_DEVICE=$device timeout -s INT -k 15 "$limit" env "${llama_env[@]}" "${runner[@]}" -m pytest -q \
     -p no:cacheprovider --junitxml="$out/tests-$name.xml" "$@" \
     || not_done+=("some $name tests failed or did not finish (see the table)")
 }
-measure() {  # backend, extra arguments...
-  local name=$1; shift
+measure() {  # backend, python..., --, extra arguments...
+  local name=$1 runner=(); shift
+  while [ "$1" != -- ]; do runner+=("$1"); shift; done; shift
   say "measuring $name"
-  env "${llama_env[@]}" timeout "$(( $(left) > 30 ? $(left) : 30 ))" "$py" -m benchmarks.gpu_check \
+  env "${llama_env[@]}" timeout "$(( $(left) > 60 ? $(left) - 50 : 10 ))" "${runner[@]}" -m benchmarks.gpu_check \
     --out "$out/$name" --device "$device" --backends "$name" --models-dir "$models" "${size_args[@]}" "$@" \
     || not_done+=("$name: the measurement stopped or was cut at the deadline (see the log)")
 }
 if [ "$llama_ok" = 1 ]; then
-  run_tests llamacpp tests/engine/test_verify.py tests/engine/test_engine.py "${select[@]}"
-  measure llamacpp
+  run_tests llamacpp "${llama_py[@]}" -- tests/engine/test_verify.py tests/engine/test_engine.py "${select[@]}"
+  tools=(); [ -n "$bin" ] && tools=(--tools "$bin")
+  measure llamacpp "${llama_py[@]}" -- "${tools[@]}"
+  while [ -n "${server_build:-}" ] && kill -0 "$server_build" 2>/dev/null && [ "$(left)" -gt 60 ]; do sleep 2; done
+  if [ -n "${server_build:-}" ] && kill -0 "$server_build" 2>/dev/null; then
+    kill "$server_build"; not_done+=("llama-server: its build had not finished at the deadline")
+  elif [ -n "$bin" ] && [ -x "$bin/llama-server" ] && [ "$(left)" -gt 40 ]; then
+    draft=$(ls "$models"/*0.5b*.gguf "$models"/small-draft*.gguf 2>/dev/null | head -n1)
+    say "specchat llama-server on $(basename "$draft") as target and draft (llama-server's own layer choice)"
+    SPECCHAT_LLAMA_SERVER="$bin/llama-server" env "${llama_env[@]}" timeout 60 "$py" -m specchat llama-server \
+      --target "$draft" --draft "$draft" --port 8093 -- -lv 4 > "$out/llama-server.log" 2>&1 &
+    server=$!
+    for _ in $(seq 45); do grep -q -- "--server" "$out/llama-server.log" && break; sleep 1; done
+    logs=$(grep -o 'logs in [^ ]*' "$out/llama-server.log" | head -n1 | cut -d' ' -f3)
+    reply=$(curl -s -m 20 http://127.0.0.1:8093/completion -d '{"prompt": "Hello", "n_predict": 16}' | head -c 400)
+    { echo "== a completion: ${reply:-none}"
+      echo "== GPU memory by process: $(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1 | tr '\n' ';')"
+      echo "== llama-server's log ($logs):"
+      grep -hE 'offload|model buffer|KV buffer|draft model|error' "$logs"/*.log 2>/dev/null | head -n 40; } >> "$out/llama-server.log"
+    kill -INT "$server" 2>/dev/null; wait "$server" 2>/dev/null
+    grep -qE 'offloaded [0-9]+/[0-9]+ layers' "$out/llama-server.log" \
+      || not_done+=("specchat llama-server: no offload line in its log (llama-server.log)")
+  fi
 fi
 no_llama=()  # without llama.cpp, the one test that compares the two backends cannot run
 [ "$llama_ok" = 1 ] || no_llama=(--deselect tests/backends/test_hf_backend.py::test_same_weights_give_the_same_logits_on_both_backends)
-run_tests transformers tests/backends/test_hf_backend.py "${select[@]}" "${no_llama[@]}"
-measure transformers
+if [ "$(left)" -gt 120 ]; then
+  run_tests transformers "$py" -- tests/backends/test_hf_backend.py "${select[@]}" "${no_llama[@]}"
+  measure transformers "$py" --
+else
+  not_done+=("transformers: no time left after llama.cpp (docs/gpu.md has its 2026-11-30 numbers)")
+fi
 
 say "writing the report"
 args=(--out "$out" --device "$device" --backends none --build-status "$build_status"
@@ -156,7 +230,7 @@ args=(--out "$out" --device "$device" --backends none --build-status "$build_sta
       --tests-xml "$out/tests-llamacpp.xml" --tests-xml "$out/tests-transformers.xml")
 for name in llamacpp transformers; do args+=(--include "$out/$name/gpu_check.json"); done
 for line in "${not_done[@]}"; do args+=(--not-done "$line"); done
-env "${llama_env[@]}" "$py" -m benchmarks.gpu_check "${args[@]}"
+env "${llama_env[@]}" "${llama_py[@]}" -m benchmarks.gpu_check "${args[@]}"
 rc=$?
 rm -rf "$models" "$out"/llamacpp "$out"/transformers  # their results are in the report
 say "done (report: $out/gpu_check.md)"

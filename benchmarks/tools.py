@@ -40,23 +40,27 @@ class ToolRun:
     seconds: float = 0.0
 
 
-def llama_bench(bin_dir: Path, target: Path, n: int, depth: int, threads: int) -> ToolRun:
-    """tg`n` at context depth `depth`: generation after as many tokens as specchat's prompt."""
+def llama_bench(bin_dir: Path, target: Path, n: int, depth: int, threads: int,
+                ngl: int = 0) -> ToolRun:
+    """tg`n` at context depth `depth`: generation after as many tokens as specchat's prompt;
+    `ngl` layers on the GPU."""
     out = subprocess.run([str(bin_dir / "llama-bench"), "-m", str(target), "-p", "0", "-n", str(n),
-                          "-d", str(depth), "-t", str(threads), "-r", "1", "-ngl", "0",
+                          "-d", str(depth), "-t", str(threads), "-r", "1", "-ngl", str(ngl),
                           "-o", "json"],
-                         check=True, capture_output=True, text=True).stdout
+                         check=True, capture_output=True, text=True, errors="replace").stdout
     return ToolRun(float(json.loads(out)[0]["avg_ts"]))
 
 
 def speculative_simple(bin_dir: Path, target: Path, draft: Path, prompt: str, n: int, k: int,
-                       threads: int) -> ToolRun:
+                       threads: int, ngl: int = 0) -> ToolRun:
+    """llama.cpp's own draft-model loop, greedy, drafting `k` a round; `ngl` layers of each
+    model on the GPU."""
     proc = subprocess.run(
         [str(bin_dir / "llama-speculative-simple"), "-m", str(target), "-md", str(draft),
          "--spec-type", "draft-simple", "-p", prompt, "-n", str(n), "--spec-draft-n-max", str(k),
          "--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "--temp", "0", "-t", str(threads),
-         "-c", "4096", "-ngl", "0", "-ngld", "0", "--seed", "1"],
-        check=True, capture_output=True, text=True)
+         "-c", "4096", "-ngl", str(ngl), "-ngld", str(ngl), "--seed", "1"],
+        check=True, capture_output=True, text=True, errors="replace")
     log = proc.stderr + proc.stdout
     decoded = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+)", log)
     accepted = re.search(r"accept\s+=\s+([\d.]+)%", log)

@@ -142,9 +142,19 @@ def build_tools(tools: tuple[str, ...] = TOOLS, progress: Progress | None = None
     return cmake_build(llama_source(), tools, progress)
 
 
+def _percent(line: str) -> int | None:
+    """How far a build is, from a line of make's ("[ 42%]") or ninja's ("[12/345]") output."""
+    if m := re.match(r"\[\s*(\d+)%\]", line):
+        return int(m.group(1))
+    if m := re.match(r"\[(\d+)/(\d+)\]", line):
+        return int(m.group(1)) * 100 // max(int(m.group(2)), 1)
+    return None
+
+
 def cmake_build(src: Path, targets: tuple[str, ...], progress: Progress | None = None) -> Path:
     """Build `targets` of the llama.cpp source `src` in its build folder with install.sh's
-    flags; the output goes to a log file, which a failure names. Returns the binaries' folder."""
+    flags, as many jobs at once as $CMAKE_BUILD_PARALLEL_LEVEL says (else the cores); the
+    output goes to a log file, which a failure names. Returns the binaries' folder."""
     build = src / "build"
     if not (ROOT / "install.sh").exists():
         raise SpecchatError("building llama.cpp's tools needs a specchat checkout (install.sh "
@@ -152,10 +162,16 @@ def cmake_build(src: Path, targets: tuple[str, ...], progress: Progress | None =
     flags = subprocess.run([str(ROOT / "install.sh"), "--print-cmake-args"], check=True,
                            capture_output=True, text=True).stdout.split()
     log = src.parent / "build-tools.log"
-    steps = [["cmake", "-S", str(src), "-B", str(build), *flags, "-DCMAKE_BUILD_TYPE=Release",
+    # Ninja where there is one (a GPU image may have no make); a tree configured before keeps
+    # its generator
+    generator = (["-G", "Ninja"] if shutil.which("ninja") and not (build / "CMakeCache.txt").exists()
+                 else [])
+    steps = [["cmake", "-S", str(src), "-B", str(build), *generator, *flags, "-DCMAKE_BUILD_TYPE=Release",
               "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_UI=OFF",
-              "-DLLAMA_OPENSSL=OFF"],
-             ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2), "--target", *targets]]
+              "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF"],
+             ["cmake", "--build", str(build), "-j",
+              os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 2),
+              "--target", *targets]]
     with open(log, "w") as out:
         for step in steps:
             proc = subprocess.Popen(step, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -163,8 +179,8 @@ def cmake_build(src: Path, targets: tuple[str, ...], progress: Progress | None =
             assert proc.stdout is not None
             for line in proc.stdout:
                 out.write(line)
-                if progress and (m := re.match(r"\[\s*(\d+)%\]", line)):
-                    progress(int(m.group(1)))
+                if progress and (done := _percent(line)) is not None:
+                    progress(done)
             if proc.wait():
                 raise SpecchatError(f"building {', '.join(targets)} failed (exit {proc.returncode}); "
                                     f"the build log is {log}")
@@ -197,7 +213,9 @@ def find_server(progress: Progress | None = None) -> tuple[Path, str]:
 def main(argv: list[str]) -> int:
     """install.sh's way in, before specchat is installed: `key` prints the patches' key,
     `unpack VERSION DIR` prints the root of the patched sdist it unpacked there, and `mark KEY`
-    marks the installed llama-cpp-python as built with those patches."""
+    marks the installed llama-cpp-python as built with those patches. `build SRC TARGET...`
+    builds targets of a llama.cpp source in one tree and prints the binaries' folder (the GPU
+    check's libraries and tools, from its bundle)."""
     if argv[:1] == ["key"]:
         print(patches_key())
     elif argv[:1] == ["mark"] and len(argv) == 2:
@@ -207,9 +225,11 @@ def main(argv: list[str]) -> int:
         (installed[0] / PATCHED).write_text(argv[1])
     elif argv[:1] == ["unpack"] and len(argv) == 3:
         print(unpack(argv[1], Path(argv[2])))
+    elif argv[:1] == ["build"] and len(argv) >= 3:
+        print(cmake_build(Path(argv[1]), tuple(argv[2:])))
     else:
-        print("usage: python -m specchat.llama_tools key | unpack VERSION DIR | mark KEY",
-              file=sys.stderr)
+        print("usage: python -m specchat.llama_tools key | unpack VERSION DIR | mark KEY | "
+              "build SRC TARGET...", file=sys.stderr)
         return 2
     return 0
 

@@ -50,6 +50,7 @@ left() { echo $((deadline - (SECONDS - started))); }
 size_args=()
 [ "$small" = 1 ] && size_args=(--small)
 models=$(mktemp -d /tmp/specchat-models.XXXX)
+parts=$(mktemp -d /tmp/specchat-parts.XXXX)  # each backend's results, until the report joins them
 build_status="skipped (--cpu: the installed llama-cpp-python)" build_seconds="" cmake_args=""
 llama_ok=1 bin=""
 if [ "$cpu" = 1 ]; then
@@ -187,7 +188,7 @@ measure() {  # backend, python..., --, extra arguments...
   while [ "$1" != -- ]; do runner+=("$1"); shift; done; shift
   say "measuring $name"
   env "${llama_env[@]}" timeout "$(( $(left) > 60 ? $(left) - 50 : 10 ))" "${runner[@]}" -m benchmarks.gpu_check \
-    --out "$out/$name" --device "$device" --backends "$name" --models-dir "$models" "${size_args[@]}" "$@" \
+    --out "$parts/$name" --device "$device" --backends "$name" --models-dir "$models" "${size_args[@]}" "$@" \
     || not_done+=("$name: the measurement stopped or was cut at the deadline (see the log)")
 }
 if [ "$llama_ok" = 1 ]; then
@@ -228,10 +229,10 @@ say "writing the report"
 args=(--out "$out" --device "$device" --backends none --build-status "$build_status"
       --build-seconds "$build_seconds" --cmake-args "$cmake_args" "${size_args[@]}"
       --tests-xml "$out/tests-llamacpp.xml" --tests-xml "$out/tests-transformers.xml")
-for name in llamacpp transformers; do args+=(--include "$out/$name/gpu_check.json"); done
+for name in llamacpp transformers; do args+=(--include "$parts/$name/gpu_check.json"); done
 for line in "${not_done[@]}"; do args+=(--not-done "$line"); done
 env "${llama_env[@]}" "${llama_py[@]}" -m benchmarks.gpu_check "${args[@]}"
 rc=$?
-rm -rf "$models" "$out"/llamacpp "$out"/transformers  # their results are in the report
+rm -rf "$models" "$parts"  # their results are in the report
 say "done (report: $out/gpu_check.md)"
 exit $rc

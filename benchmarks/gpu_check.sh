@@ -2,28 +2,27 @@
 # The GPU path in one run, for a machine with an NVIDIA GPU and no network: build llama.cpp with
 # CUDA for the GPU it finds (the libraries specchat loads and llama.cpp's own llama-server,
 # llama-bench and llama-speculative-simple, in one tree from the patched source install.sh
-# builds), load a model on the GPU each way that could matter until one works, run the tiny-model
-# tests with every layer on the GPU, and measure what speculation costs there on random-weight
+# builds), run benchmarks/gpu_probe (every way of loading a model that could matter, with a
+# native backtrace on a crash), load a model through specchat's backend each way until one works,
+# run the tiny-model tests with every layer on the GPU, and measure what speculation costs there on random-weight
 # models of a 7B/0.5B pair's shape: verify curve, draft pass, target-only step, the engine's
 # round at each k, the engine beside llama.cpp's own loops, and `specchat llama-server` starting.
 # Writes gpu_check.md and gpu_check.json (with the log, probe.log and the tests' JUnit XML) to
 # the output folder; docs/gpu.md says how to read them.
 #
 #   make gpu-bundle                            here, once: .gpu/ (patched source and wheels)
-#   benchmarks/gpu_check.sh --out DIR [--probe DIR]   there: about 9 minutes on a 16-core H200
+#   benchmarks/gpu_check.sh --out DIR          there: about 7 minutes on a 16-core H200
 #   benchmarks/gpu_check.sh --cpu --small      anywhere: no build, CPU-sized models, a minute
-#   benchmarks/gpu_check.sh --cpu --build --small --probe DIR
-#                                              the GPU path's every step on a CPU (a dry run)
+#   benchmarks/gpu_check.sh --cpu --build --small   the GPU path's every step on a CPU (a dry run)
 #
-# Options: --out DIR (default: $OUT, else gpu-check), --bundle DIR (default .gpu), --probe DIR
-# (a folder with gpu_probe.sh, run after the build with the libraries built here), --fa (also
+# Options: --out DIR (default: $OUT, else gpu-check), --bundle DIR (default .gpu), --fa (also
 # compile llama.cpp's flash-attention kernels: a longer build), --deadline SECONDS (default 540).
 # Each step is cut at what is left, not the whole check. The python used is $PYTHON, else
 # .venv/bin/python in --cpu mode and python3 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 repo=$(pwd)
-cpu=0 build=1 small=0 fa=OFF out="${OUT:-gpu-check}" bundle=.gpu deadline=540 probe_dir=""
+cpu=0 build=1 small=0 fa=OFF out="${OUT:-gpu-check}" bundle=.gpu deadline=540
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) cpu=1 ;;
@@ -32,7 +31,6 @@ while [ $# -gt 0 ]; do
     --fa) fa=ON ;;
     --out) out="$2"; shift ;;
     --bundle) bundle="$2"; shift ;;
-    --probe) probe_dir="$2"; shift ;;
     --deadline) deadline="$2"; shift ;;
     *) echo "gpu_check.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -63,8 +61,10 @@ else
   say "GPU: $(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | head -n1)"
 fi
 py=$(command -v "$py" || echo "$py")
-"$py" -m benchmarks.random_models "$models" "${size_args[@]}" > "$models/written.log" 2>&1 &
-writer=$!  # the random-weight pair, written while llama.cpp builds
+write_pair() {  # the random-weight pair, written while llama.cpp builds
+  "$py" -m benchmarks.random_models "$models" "${size_args[@]}" > "$models/written.log" 2>&1 &
+  writer=$!
+}
 
 if [ "$build" != 0 ]; then
   site=/tmp/specchat-site
@@ -73,6 +73,7 @@ if [ "$build" != 0 ]; then
   "$py" -m pip install -q --no-index --no-deps --no-compile --target "$site" "$bundle"/wheels/*.whl \
     || not_done+=("the carried wheels did not install")
   export PYTHONPATH="$site:$repo${PYTHONPATH:+:$PYTHONPATH}"
+  write_pair
   cmake_args="$(SPECCHAT_ACCEL=$accel ./install.sh --print-cmake-args)"
   if [ "$accel" = cuda ]; then
     arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
@@ -116,14 +117,16 @@ if [ "$build" != 0 ]; then
   export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 else
   export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+  write_pair
 fi
 wait "$writer" || not_done+=("the random-weight GGUF pair was not written ($(tail -n 1 "$models/written.log"))")
 cat "$models/written.log"
 
-if [ "$llama_ok" = 1 ] && [ -n "$probe_dir" ] && [ -f "$probe_dir/gpu_probe.sh" ]; then
-  say "the prepared probe ($probe_dir): every variant of a load, before anything else"
-  SITE="$site" PYTHON="$py" DEADLINE=$(( $(left) > 400 ? 150 : 90 )) timeout 200 \
-    bash "$probe_dir/gpu_probe.sh" --out "$out"
+native=()  # the check's own llama.cpp children print a native backtrace if they crash
+if [ "$llama_ok" = 1 ] && [ "$build" != 0 ]; then
+  say "benchmarks/gpu_probe: every way of loading a model, before anything else"
+  SITE="$site" MODELS="$models" PYTHON="$py" timeout 150 bash benchmarks/gpu_probe/gpu_probe.sh --out "$out"
+  [ -f /tmp/specchat-probe-run/segv_bt.so ] && native=(LD_PRELOAD=/tmp/specchat-probe-run/segv_bt.so)
 fi
 
 # A small model loaded on the GPU through specchat's backend in a child process, each way that
@@ -168,7 +171,7 @@ EOF
     not_done+=("llama.cpp loaded a model on the GPU only with: $chosen (the rest of the check ran so)")
   fi
 fi
-llama_py=("$py" -m benchmarks.llama_params "$params")
+llama_py=("$py" -X faulthandler -m benchmarks.llama_params "$params")
 
 select=()
 [ "$small" = 1 ] && select=(-k "greedy_matches or follows_the_target or caches_hold or cache_is_kept or same_logits")
@@ -179,7 +182,7 @@ run_tests() {  # name, python..., --, pytest arguments...; cut at what is left b
   [ "$limit" -gt 150 ] && limit=150
   if [ "$limit" -lt 30 ]; then not_done+=("$name tests: no time left"); return; fi
   say "$name tiny-model tests on $device (limit ${limit}s)"
-  SPECCHAT_TEST_DEVICE=$device timeout -s INT -k 15 "$limit" env "${llama_env[@]}" "${runner[@]}" -m pytest -q \
+  SPECCHAT_TEST_DEVICE=$device timeout -s INT -k 15 "$limit" env "${native[@]}" "${llama_env[@]}" "${runner[@]}" -m pytest -q \
     -p no:cacheprovider --junitxml="$out/tests-$name.xml" "$@" \
     || not_done+=("some $name tests failed or did not finish (see the table)")
 }
@@ -187,7 +190,7 @@ measure() {  # backend, python..., --, extra arguments...
   local name=$1 runner=(); shift
   while [ "$1" != -- ]; do runner+=("$1"); shift; done; shift
   say "measuring $name"
-  env "${llama_env[@]}" timeout "$(( $(left) > 60 ? $(left) - 50 : 10 ))" "${runner[@]}" -m benchmarks.gpu_check \
+  env "${native[@]}" "${llama_env[@]}" timeout "$(( $(left) > 60 ? $(left) - 50 : 10 ))" "${runner[@]}" -m benchmarks.gpu_check \
     --out "$parts/$name" --device "$device" --backends "$name" --models-dir "$models" "${size_args[@]}" "$@" \
     || not_done+=("$name: the measurement stopped or was cut at the deadline (see the log)")
 }
@@ -198,8 +201,8 @@ if [ "$llama_ok" = 1 ]; then
   while [ -n "${server_build:-}" ] && kill -0 "$server_build" 2>/dev/null && [ "$(left)" -gt 60 ]; do sleep 2; done
   if [ -n "${server_build:-}" ] && kill -0 "$server_build" 2>/dev/null; then
     kill "$server_build"; not_done+=("llama-server: its build had not finished at the deadline")
-  elif [ -n "$bin" ] && [ -x "$bin/llama-server" ] && [ "$(left)" -gt 40 ]; then
-    draft=$(ls "$models"/*0.5b*.gguf "$models"/small-draft*.gguf 2>/dev/null | head -n1)
+  elif draft=$(ls "$models"/*0.5b*.gguf "$models"/small-draft*.gguf 2>/dev/null | head -n1) \
+       && [ -n "$bin" ] && [ -x "$bin/llama-server" ] && [ "$(left)" -gt 40 ]; then
     say "specchat llama-server on $(basename "$draft") as target and draft (llama-server's own layer choice)"
     SPECCHAT_LLAMA_SERVER="$bin/llama-server" env "${llama_env[@]}" timeout 60 "$py" -m specchat llama-server \
       --target "$draft" --draft "$draft" --port 8093 -- -lv 4 > "$out/llama-server.log" 2>&1 &
@@ -216,8 +219,10 @@ if [ "$llama_ok" = 1 ]; then
       || not_done+=("specchat llama-server: no offload line in its log (llama-server.log)")
   fi
 fi
-no_llama=()  # without llama.cpp, the one test that compares the two backends cannot run
-[ "$llama_ok" = 1 ] || no_llama=(--deselect tests/backends/test_hf_backend.py::test_same_weights_give_the_same_logits_on_both_backends)
+# The one test that runs both backends in one process loads llama.cpp after torch: without
+# llama.cpp it cannot run, and on CUDA that order crashed the process (docs/gpu.md)
+no_llama=()
+[ "$llama_ok" = 1 ] && [ "$device" = cpu ] || no_llama=(--deselect tests/backends/test_hf_backend.py::test_same_weights_give_the_same_logits_on_both_backends)
 if [ "$(left)" -gt 120 ]; then
   run_tests transformers "$py" -- tests/backends/test_hf_backend.py "${select[@]}" "${no_llama[@]}"
   measure transformers "$py" --

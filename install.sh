@@ -20,7 +20,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-LLAMA_CPP_PYTHON=0.3.36
+# the llama-cpp-python version: pyproject.toml's `local` extra is the one place it is written
+LLAMA_CPP_PYTHON=$(sed -n 's/^local = \["llama-cpp-python==\([^"]*\)"\]/\1/p' pyproject.toml)
+[ -n "$LLAMA_CPP_PYTHON" ] || { echo "install.sh: pyproject.toml's local extra pins no llama-cpp-python" >&2; exit 2; }
 extras="local"  # llama-cpp-python's own requirements come with it; the wheel is built below
 fetch_models=1
 print_args=0
@@ -64,6 +66,16 @@ cpu_args() {
   fi
 }
 
+# With GCC, llama.cpp's own copies of the C++ library's function-local statics (std::regex's
+# tables among them) stay its own: by default they are "unique" symbols, which the dynamic
+# linker shares process-wide with the first library that has them, so in a process that loaded
+# torch first llama.cpp's tokenizer used torch's, and a CUDA build crashed there (docs/gpu.md).
+unique_args() {
+  if [ "$(uname -s)" = Linux ] && "${CXX:-c++}" --version 2>/dev/null | grep -q "Free Software Foundation"; then
+    echo "-DCMAKE_CXX_FLAGS=-fno-gnu-unique$([ "$accel" = cuda ] && echo " -DCMAKE_CUDA_FLAGS=-Xcompiler=-fno-gnu-unique")"
+  fi
+}
+
 # Every build has the ggml RPC backend: `specchat rpc-server` and --rpc use it (off by default
 # in llama.cpp).
 if [ -z "${CMAKE_ARGS:-}" ]; then
@@ -73,7 +85,7 @@ if [ -z "${CMAKE_ARGS:-}" ]; then
     cpu) CMAKE_ARGS="$(cpu_args)" ;;
     *) echo "install.sh: SPECCHAT_ACCEL must be auto, cpu, cuda or metal" >&2; exit 2 ;;
   esac
-  CMAKE_ARGS="${CMAKE_ARGS% } -DGGML_RPC=ON"; CMAKE_ARGS=${CMAKE_ARGS# }
+  CMAKE_ARGS="${CMAKE_ARGS% } $(unique_args) -DGGML_RPC=ON"; CMAKE_ARGS=${CMAKE_ARGS# }
 fi
 export CMAKE_ARGS
 if [ "$print_args" = 1 ]; then echo "$CMAKE_ARGS"; exit 0; fi

@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${1:-.gpu}"
-version=0.3.36
+version=$(sed -n 's/^local = \["llama-cpp-python==\([^"]*\)"\]/\1/p' pyproject.toml)  # the one pin
 py="${PYTHON:-python3}"
 mkdir -p "$dir/wheels"
 work=$(mktemp -d)

@@ -287,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
     from specchat import settings as schema
 
     settings = schema.from_args(args, skip=("draft",))
-    drafts = args.draft or default_drafts(args.target)
+    drafts = args.draft or default_drafts(settings.models.target)
     prompts = calibration_prompts(args.prompts)
     err = Console(stderr=True)
     with Progress(console=err, transient=True, disable=args.json) as progress:

@@ -27,15 +27,28 @@ DIVERGENCES: list[str] = []
 
 CALIBRATION_PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding"]
 
+NEAR_TIE_CEILING = 0.01
+"""The largest top-2 logit gap the greedy oracles of the tiny models accept as a near-tie,
+whatever the backend under test measures of itself: a bug in a batched kernel must not raise
+the threshold that then excuses it. llama.cpp's batch-dependent rounding moved the gap by at
+most 0.0010 on the tiny target and 0.0005 on the tiny draft (F32 weights, which llama.cpp does
+not repack; their Q4_0 copies: 0), over six prompts and batches of 2-8
+(`python -m benchmarks.batching_drift`, docs/divergence.md): the ceiling is ten times the
+largest. The default pair has its own (tests/e2e)."""
+
 
 def calibrated_near_tie(target, floor: float) -> float:
     """4x the largest change of the top-2 logit gap that batching causes on the calibration
-    prompts' target-only continuations (at least `floor`)."""
+    prompts' target-only continuations (at least `floor`), which must stay under
+    NEAR_TIE_CEILING: calibration can only lower the ceiling, never raise it."""
     worst = 0.0
     for text in CALIBRATION_PROMPTS:
         ids = prompt_ids(target, text)
         _, turn = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=24)
         worst = max(worst, batching_gap_drift(target, ids, turn.token_ids))
+    assert 4 * worst <= NEAR_TIE_CEILING, (
+        f"batching moved {target.name}'s top-2 gap by {worst:.4f}: four times that is above the "
+        f"near-tie ceiling {NEAR_TIE_CEILING} (a batched kernel that rounds too far?)")
     return max(4 * worst, floor)
 
 
@@ -62,31 +75,49 @@ x86 after specchat's patch, docs/benchmark.md): given as known, it makes the eng
 def check_greedy_rule(target: RecordingBackend, drafter, ids: list[int], k: int, adaptive: bool,
                       near_tie: float, padded: bool = False) -> None:
     """The engine's greedy rule on any backend: every token is the argmax of the logits the
-    engine computed for it, and the reply equals target-only's up to a first divergence that is
-    a near-tie in the target-only run. `padded`: with a known curve that pads verify batches."""
-    plain_events, base = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
+    engine computed for it in this run, and the reply equals target-only's, or parts from it
+    first at a near-tie of the target-only run. `padded`: with a known curve that pads verify
+    batches."""
+    base_rows = target.record()
+    plain_events, _ = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
     spec = SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=k, adaptive=adaptive))
     if padded:
         spec.policy.costs.shape = PADDING_SHAPE
+    spec_rows = target.record()
     events, turn = run(spec, ids, max_tokens=32)
     for event in events:
         if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
-            row = target.rows[len(ids) + event.position]
-            assert event.id == int(row.argmax())
-    assert_same_up_to_a_near_tie(plain_events, turn.token_ids, near_tie)
+            assert event.id == int(spec_rows[len(ids) + event.position].argmax())
+    assert_same_up_to_a_near_tie(plain_events, turn, near_tie, base_rows)
 
 
-def assert_same_up_to_a_near_tie(plain_events: list, ids: list[int], near_tie: float) -> None:
-    """`ids` equal the target-only run's reply (`plain_events`) up to a first divergence that is
-    a near-tie in the target-only run."""
-    base = plain_events[-1].token_ids
-    at = first_divergence(base, ids)
+def assert_same_up_to_a_near_tie(plain_events: list, turn: TurnEvent, near_tie: float,
+                                 base_rows: dict[int, np.ndarray] | None = None) -> None:
+    """The reply of `turn` equals the target-only run's (`plain_events`) token for token, with
+    the same length and stop reason; or the two first part at a position where the target-only
+    run's top-2 logit gap is at most `near_tie` (never above NEAR_TIE_CEILING). Where one reply
+    ended and the other went on, the gap is read from the target-only run's row at that
+    position (`base_rows`, by absolute position, as RecordingBackend records them)."""
+    base: TurnEvent = plain_events[-1]
+    near_tie = min(near_tie, NEAR_TIE_CEILING)
+    at = first_divergence(base.token_ids, turn.token_ids)
     if at is None:
-        assert ids[: len(base)] == base[: len(ids)]
-        return
-    gap = next(e.logit_gap for e in plain_events
-               if isinstance(e, TokenEvent) and e.position == at)
-    assert gap <= near_tie, f"divergence at {at} with gap {gap} > near-tie threshold {near_tie}"
+        if base.token_ids == turn.token_ids:
+            assert turn.stop_reason == base.stop_reason, (
+                f"the same tokens, but stopped for {turn.stop_reason!r} where target-only "
+                f"stopped for {base.stop_reason!r}")
+            return
+        at = min(base.n_tokens, turn.n_tokens)  # one ended here, the other went on
+    gap = next((e.logit_gap for e in plain_events
+                if isinstance(e, TokenEvent) and e.position == at), None)
+    if gap is None and base_rows is not None:
+        row = base_rows.get(len(base.prompt_token_ids) + at)
+        gap = None if row is None else float(np.diff(np.sort(row)[-2:])[0])
+    assert gap is not None, (
+        f"the replies part at {at} ({base.n_tokens} tokens target-only, {turn.n_tokens} here) "
+        "where the target-only run has no row to judge a near-tie by")
+    assert gap <= near_tie, (f"the replies part at {at} where target-only's top-2 gap is {gap:.4f},"
+                             f" above the near-tie threshold {near_tie:.4f}")
 
 
 FOLLOW_UPS = [f"follow-up {i}: now make the function iterative and add a docstring"
@@ -112,7 +143,7 @@ def check_long_conversation(target: Backend, draft: Backend, policy: str,
         assert isinstance(turn, TurnEvent) and turn.n_tokens > 0
         assert turn.stop_reason == "max_tokens"
         assert turn.prompt_token_ids == plain_events[-1].prompt_token_ids
-        assert_same_up_to_a_near_tie(plain_events, turn.token_ids, near_tie)
+        assert_same_up_to_a_near_tie(plain_events, turn, near_tie)
         seen += [e for e in events if isinstance(e, ContextEvent)]
     whole = spec.render(spec.conversation.messages)
     assert len(whole) > 3 * target.n_ctx
@@ -144,7 +175,7 @@ def check_reply_makes_room(target: Backend, draft: Backend, near_tie: float) -> 
     assert turn.decode_s < turn.wall_s - turn.shift_s  # the re-evaluation is not decode time
     base = [e for e in plain_events if not isinstance(e, ContextEvent)]
     assert base[-1].context_shifts == turn.context_shifts
-    assert_same_up_to_a_near_tie(base, turn.token_ids, near_tie)
+    assert_same_up_to_a_near_tie(base, turn, near_tie)
     # the target's cache holds the prompt the reply went on from and the reply (all but its
     # last token, which is never evaluated); the draft's cache is a prefix of it
     prompt = shifts[-1].prompt_tokens

@@ -58,12 +58,18 @@ def load(path: Path, n_ctx: int = 1024) -> Backend:
 
 class RecordingBackend:
     """A real backend that also records the logits of every evaluated position, so tests can
-    check each emitted token against the rows the engine itself received."""
+    check each emitted token against the rows the engine itself received in that run."""
 
     def __init__(self, inner: Backend) -> None:
         self._inner = inner
         self.rows: dict[int, np.ndarray] = {}
-        """Absolute position of the token these logits choose -> the latest such row."""
+        """Absolute position of the token these logits choose -> the latest such row, since
+        the last `record()`."""
+
+    def record(self) -> dict[int, np.ndarray]:
+        """Start a new record (the next run's rows only) and return it."""
+        self.rows = {}
+        return self.rows
 
     def eval(self, tokens: Sequence[int], logits_from: int) -> np.ndarray:
         start = len(self._inner.tokens)

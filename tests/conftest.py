@@ -5,6 +5,7 @@ conftest.py; shared functions are in the `support` package."""
 from __future__ import annotations
 
 import hashlib
+import os
 
 import pytest
 from support.browser import chromium_binary
@@ -49,9 +50,47 @@ def index(tmp_path, monkeypatch, tiny):
     return links, model, parts
 
 
+def _count(reporter, outcome: str) -> int:
+    return len([r for r in reporter.stats.get(outcome, []) if getattr(r, "when", "call") != "teardown"
+                or outcome == "error"])
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Where CI asked for everything (SPECCHAT_REQUIRE_E2E), a skipped test fails the run: a
+    green run must mean every test ran."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and os.environ.get("SPECCHAT_REQUIRE_E2E") and _count(reporter, "skipped"):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def kernel_line() -> str:
+    """Which of llama.cpp's CPU kernels this build has, and so which of patches/llama.cpp's
+    Q4_0 kernels the suite ran: 0001 and 0004-0006 on AVX2 without AVX-512, 0002 with it."""
+    try:
+        from specchat.backends.quantize import system_info
+
+        info = system_info()[0]
+    except ImportError:
+        return "llama.cpp: not installed"
+    flags = {f.split("=")[0].strip() for f in info.split("|") if f.strip().endswith("= 1")}
+    avx512 = "AVX512" in flags
+    patched = ("0002 (AVX-512)" if avx512 else "0001, 0004-0006 (AVX2)" if "AVX2" in flags
+               else "none (no AVX2)")
+    if "REPACK" not in flags:
+        patched = "none (no REPACK)"
+    return (f"llama.cpp CPU kernels: {', '.join(sorted(f for f in flags if f in KERNEL_FLAGS))}; "
+            f"patched Q4_0 kernels run here: {patched}")
+
+
+KERNEL_FLAGS = {"SSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2", "AVX512", "AVX512_VNNI", "AVX512_BF16",
+                "AMX_INT8", "REPACK", "OPENMP"}
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
-    """Print every greedy divergence the end-to-end tests saw, with its position and gap, and
-    how many inputs each reader was fuzzed with."""
+    """Print every greedy divergence the end-to-end tests saw, with its position and gap, how
+    many inputs each reader was fuzzed with, and one line CI ends with: what ran, what was
+    skipped (0 where everything is required) and which kernels."""
     if FUZZED:
         terminalreporter.section("fuzzed inputs per reader")
         for reader, n in sorted(FUZZED.items()):
@@ -60,3 +99,11 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.section("greedy divergences from target-only (default pair)")
         for line in DIVERGENCES:
             terminalreporter.write_line(line)
+    r = terminalreporter
+    collected = getattr(r, "_numcollected", 0)
+    skipped = _count(r, "skipped")
+    required = " (every test is required here: a skip fails the run)" if os.environ.get(
+        "SPECCHAT_REQUIRE_E2E") and skipped else ""
+    r.write_line(f"specchat tests: collected {collected}, passed {_count(r, 'passed')}, failed "
+                 f"{_count(r, 'failed')}, errors {_count(r, 'error')}, skipped {skipped}{required}; "
+                 f"{kernel_line()}")

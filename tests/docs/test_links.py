@@ -53,3 +53,15 @@ def test_a_broken_link_is_found(tmp_path):
     links = relative_links(page)
     assert links == ["there.md#a-heading", "missing.md", "there.md#nope"]
     assert "a-heading" in anchors(tmp_path / "there.md") and "nope" not in anchors(tmp_path / "there.md")
+
+
+def test_ci_runs_the_readmes_test_command_each_half_on_a_line_of_its_own():
+    """Under `set -e` a failure left of `&&` does not stop a script: CI runs README's `A && B`
+    as A, then B, so an install that fails fails CI instead of skipping the tests."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = next(line for line in readme.splitlines() if line.startswith("./install.sh --dev &&"))
+    lines = [x.strip() for x in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "set -euo pipefail" in lines
+    for half in (h.strip() for h in command.split("&&")):
+        assert half in lines, f".ci/run does not run {half!r} on a line of its own"
+    assert command not in lines

@@ -111,3 +111,17 @@ def test_tune_tries_each_installed_model_that_drafts_as_text(tiny, tmp_path, mon
     assert default_drafts("default") == ["default", "ngram", "ngram+default"]
     os.link(tiny.other_vocab, models / catalog.models["smollm2-135m-instruct-q4_1"].file)
     assert default_drafts("default")[3:] == ["smollm2-135m-instruct-q4_1"]
+
+
+def test_tune_with_no_draft_named_tries_the_default_drafts(tiny, tmp_path):
+    """`specchat tune --json` as README shows it, with no --draft: the default drafts (the
+    default pair's draft first), here where no catalog model is installed, end in one line
+    naming the missing draft, not a traceback (every form crashed for three days once)."""
+    prompts = tmp_path / "prompts.toml"
+    prompts.write_text(PROMPTS)
+    proc = specchat("tune", "--target", str(tiny.target), "--prompts", str(prompts),
+                    "--max-tokens", "8", "--json", tmp_path=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("specchat: error: model qwen2.5-coder-0.5b") and \
+        "specchat models fetch default" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -31,6 +31,13 @@ PROMPTS = [
 ]
 N_TOKENS = 64
 GREEDY = SamplingParams()
+NEAR_TIE_CEILING = 0.83
+"""The largest top-2 logit gap these tests accept as a near-tie on the default pair, whatever
+they calibrate: three times what llama.cpp's batch-dependent rounding moved it on the path
+specchat's patches do not touch (unrepacked weights: 0.277 on the target, 0.285 on the draft;
+repacked: 0.340 and 0.317; six prompts, batches of 2-8, `python -m benchmarks.batching_drift`,
+docs/divergence.md). A batched kernel that rounds too far fails the calibration instead of
+raising the threshold that would excuse it."""
 
 
 @pytest.fixture(scope="module", params=["shipped", "cpu-q4_0"])
@@ -70,6 +77,7 @@ def near_tie(pair, baselines) -> float:
                                               batch_sizes=(2, 4)))
     DIVERGENCES.append(f"{target.name}: near-tie threshold {2 * worst:.3f} (2x measured "
                        "batching drift)")
+    assert 2 * worst <= NEAR_TIE_CEILING, f"batching moved the gap by {worst:.3f}: above the ceiling"
     return 2 * worst
 
 
@@ -89,6 +97,7 @@ def test_greedy_speculation_equals_target_only_up_to_a_near_tie(
     assert turn.n_tokens > 0
     parted = divergence(target, base, base_tokens, turn)
     if parted is None:
+        assert turn.stop_reason == base.stop_reason
         return
     at, gap = parted
     DIVERGENCES.append(
@@ -150,12 +159,14 @@ def check_pair(target, draft, prompt: str, n_tokens: int, label: str) -> None:
     base = base_events[-1]
     near_tie = 2 * batching_gap_drift(target, base.prompt_token_ids, base.token_ids[:16],
                                       batch_sizes=(2, 4))
+    assert near_tie <= NEAR_TIE_CEILING
     spec = SpeculativeEngine(target, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
                              GREEDY, DraftSettings(k=3))
     turn = list(ChatSession(spec).turn(prompt, settings))[-1]
     assert turn.n_drafted > 0 and turn.acceptance_rate > 0.5
     parted = divergence(target, base, [e for e in base_events if isinstance(e, TokenEvent)], turn)
     if parted is None:
+        assert turn.stop_reason == base.stop_reason
         return
     at, gap = parted
     DIVERGENCES.append(f"{label} prompt {PROMPTS.index(prompt)}: diverged at token {at} of "

@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specchat import llama_tools
 from specchat.catalog.catalog import resolve_model
 from specchat.errors import SpecchatError
 from specchat.exposure import check_host
@@ -73,8 +74,23 @@ def plan(binary: Path, target: str, draft: str, k: int, slots: int, ctx: int, ho
     for path in files:
         if not path.is_file():
             raise SpecchatError(f"{path}: no such model file")
+        refuse_foreign(binary, path, "--target" if path == files[0] else "--draft")
     return ServerPlan(binary, files[0], files[1] if len(files) > 1 else None, draft == "ngram",
                       k, slots, ctx, host, port, threads, extra)
+
+
+def refuse_foreign(binary: Path, model: Path, flag: str) -> None:
+    """One line, before anything starts, where `model` needs specchat's patched llama.cpp (a
+    file `specchat models optimize` made) and `binary` is another build, which cannot load it."""
+    from specchat.catalog.gguf_file import needs_specchat_llama
+
+    needs = needs_specchat_llama(model)
+    own = llama_tools.built(("llama-server",))
+    if needs and (own is None or binary.resolve().parent != own.resolve()):
+        raise SpecchatError(
+            f"{model.name} needs specchat's build of llama.cpp ({needs}), and llama-server "
+            f"{binary} is another: unset SPECCHAT_LLAMA_SERVER (specchat builds its own), or give "
+            f"{flag} the original (`specchat models list` shows both)")
 
 
 def port_free(host: str, port: int) -> None:

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specchat.catalog.gguf_file import HOT_TENSOR, NEEDS_HOT, NEEDS_KEY
+
 HOT_TOKENS = 65536
 """Token ids a draft scores: a multiple of 16 (the x86 Q4_0 kernels take 8 or 16 rows a pass).
 Of the Q4_0 0.5B's 151,936, the first 65,536 cut a pass by 13% and its k=3 acceptance over the
@@ -31,7 +33,6 @@ suite from 80% to 77%; 32,768 cut it by 17% and acceptance to 74%, 16,384 to 67%
 (docs/benchmark.md)."""
 HOT_ARCHITECTURES = ("llama", "qwen2")
 """The graphs patches/llama.cpp/0003 gives the hot output to."""
-HOT_TENSOR = "output_hot.weight"
 
 
 def can_score_hot(path: Path) -> bool:
@@ -54,13 +55,15 @@ def write_hot_draft(source: Path, out: Path, n_hot: int = HOT_TOKENS) -> None:
     tensors = {t.name: t for t in reader.tensors}
     output = tensors.get("output.weight") or tensors["token_embd.weight"]
     copy_gguf(reader, out, [(t.name, t.data, t.tensor_type) for t in reader.tensors]
-              + [(HOT_TENSOR, output.data[:n_hot], output.tensor_type)])
+              + [(HOT_TENSOR, output.data[:n_hot], output.tensor_type)],
+              {NEEDS_KEY: NEEDS_HOT})
 
 
 def copy_gguf(reader: Any, out: Path, tensors: Sequence[tuple[str, Any, Any]],
               values: Mapping[str, Any] | None = None) -> None:
-    """Write a GGUF file with `reader`'s metadata (`values` in place of the keys they name)
-    and `tensors`, each (name, its data as the reader holds it, its GGML type)."""
+    """Write a GGUF file with `reader`'s metadata (`values` in place of the keys they name, and
+    added where the reader has no such key) and `tensors`, each (name, its data as the reader
+    holds it, its GGML type)."""
     import gguf
 
     arch = str(reader.fields[gguf.Keys.General.ARCHITECTURE].contents())
@@ -71,6 +74,9 @@ def copy_gguf(reader: Any, out: Path, tensors: Sequence[tuple[str, Any, Any]],
         sub_type = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
         value = (values or {}).get(f.name, f.contents())
         writer.add_key_value(f.name, value, f.types[0], sub_type=sub_type)
+    for name, value in (values or {}).items():
+        if name not in reader.fields:
+            writer.add_string(name, str(value))
     for name, data, ggml_type in tensors:
         writer.add_tensor_info(name, data.shape, data.dtype, data.nbytes, ggml_type)
     writer.write_header_to_file()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -181,12 +182,28 @@ def cmd_list(console: Console, config: Config) -> int:
 
 
 def cmd_path(name: str, config: Config) -> int:
-    """Print the model's file (absolute, nothing else on stdout)."""
+    """Print the model's file (absolute, nothing else on stdout) in a form llama.cpp's own
+    tools load: where `default` loads a copy only specchat's llama.cpp can (a draft made by
+    `models optimize`), the file it was made from, and a line on stderr saying so."""
+    from specchat.catalog.gguf_file import needs_specchat_llama
+    from specchat.catalog.layout import load_derived
+
     role = "draft" if name == "draft" else "target"
     path = resolve_model("default" if name in ("default", "draft") else name, role,
                          config=config)
     if not path.is_file():
         raise ModelFileError(f"{name}: no such model file {path}")
+    if needs := needs_specchat_llama(path):
+        record = next((d for d in load_derived(models_dir(config)).values()
+                       if d.file == path.name), None)
+        original = models_dir(config) / record.source_file if record else None
+        if original is not None and original.is_file():
+            print(f"{path.name} needs specchat's build of llama.cpp ({needs}); the file it was "
+                  f"made from, which any llama.cpp loads: {original.name}", file=sys.stderr)
+            path = original
+        else:
+            print(f"{path.name} needs specchat's build of llama.cpp ({needs}): llama.cpp's own "
+                  "tools cannot load it", file=sys.stderr)
     print(path.resolve())
     return 0
 

@@ -179,3 +179,24 @@ def _parse(path: Path, size: int, buf: mmap.mmap) -> GGUFInfo:
         raise ValueError(f"header promises {info.data_end} bytes, file has {size}")
     return info
 
+
+
+NEEDS_KEY = "specchat.needs"
+"""A GGUF key naming what a file needs of specchat's own llama.cpp (`specchat models optimize`
+writes it): llama.cpp's own tools and a stock llama-server cannot load such a file."""
+NEEDS_HOT = "patches/llama.cpp/0003 (its output_hot tensor)"
+HOT_TENSOR = "output_hot.weight"
+"""A draft's hot-vocabulary output (backends/hot_vocab.py), which only that patch loads."""
+
+
+def needs_specchat_llama(path: Path) -> str:
+    """What `path` needs of specchat's patched llama.cpp ("" for a file any llama.cpp loads):
+    the key a file made by `specchat models optimize` carries, or for one made before the key,
+    its output_hot tensor."""
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    field = reader.fields.get(NEEDS_KEY)
+    if field is not None:
+        return str(field.contents())
+    return NEEDS_HOT if any(t.name == HOT_TENSOR for t in reader.tensors) else ""

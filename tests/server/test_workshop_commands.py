@@ -141,3 +141,59 @@ def test_a_llama_server_too_old_for_the_client_is_refused_in_one_line(tiny, tmp_
     last = done.stderr.strip().splitlines()[-1]
     assert "version: 2100 (old)" in last and "older than specchat needs" in last
     assert "--spec-type" in last
+
+
+STAND_IN = ("#!/bin/sh\n[ \"$1\" = --version ] && echo 'version: 9999 (stock)' && exit 0\n"
+            "echo '--spec-type --spec-draft-n-max --spec-draft-model'\n"
+            "[ \"$1\" = --help ] && exit 0\ntouch \"$0.started\"\n")
+"""A llama-server with every flag specchat passes, not built from specchat's patched source;
+it marks that it was started."""
+
+
+@pytest.fixture
+def hot_draft(tiny, tmp_path):
+    """The tiny draft as `models optimize` makes a draft: with output_hot, which only specchat's
+    patched llama.cpp loads; the original beside it in the models folder, with its record."""
+    from specchat.backends.hot_vocab import write_hot_draft
+    from specchat.catalog.layout import Derived, save_derived
+
+    models = tmp_path / "models"
+    models.mkdir()
+    os.link(tiny.draft, models / "tiny-draft.gguf")
+    hot = models / "tiny-draft.hot.gguf"
+    write_hot_draft(tiny.draft, hot, 128)
+    save_derived(models, Derived(
+        name=hot.stem, source="tiny-draft", source_file="tiny-draft.gguf", source_sha256="",
+        source_quant="F32", layout="Q4_0", file=hot.name, size=hot.stat().st_size, sha256=""))
+    return hot
+
+
+def test_a_made_file_says_it_needs_specchats_llama_cpp(tiny, hot_draft):
+    from specchat.catalog.gguf_file import NEEDS_HOT, needs_specchat_llama
+
+    assert needs_specchat_llama(hot_draft) == NEEDS_HOT
+    assert needs_specchat_llama(tiny.draft) == ""
+
+
+@pytest.mark.parametrize("command", ["llama-server", "room"])
+def test_another_llama_server_is_refused_a_file_only_specchats_loads(tiny, tmp_path, hot_draft,
+                                                                     command):
+    stock = tmp_path / "llama-server"
+    stock.write_text(STAND_IN)
+    stock.chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, "-m", "specchat", command, "--target", str(tiny.target), "--draft",
+         str(hot_draft), "--port", str(free_port())], capture_output=True, text=True,
+        timeout=120, env=specchat_env(tmp_path) | {"SPECCHAT_LLAMA_SERVER": str(stock)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "tiny-draft.hot.gguf needs specchat's build of llama.cpp" in last
+    assert "unset SPECCHAT_LLAMA_SERVER" in last and "--draft the original" in last
+    assert not Path(f"{stock}.started").exists()
+
+
+def test_models_path_gives_llama_cpps_tools_the_file_they_load(tmp_path, hot_draft):
+    done = specchat("models", "path", hot_draft.stem, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{hot_draft.parent / 'tiny-draft.gguf'}\n"
+    assert "needs specchat's build of llama.cpp" in done.stderr and "tiny-draft.gguf" in done.stderr

@@ -8,6 +8,7 @@ import hashlib
 import os
 
 import pytest
+from hypothesis import settings
 from support.browser import chromium_binary
 from support.checks import DIVERGENCES, missing
 from support.fuzz import FUZZED
@@ -15,6 +16,12 @@ from support.models import TinyModels, write_tiny_models
 from support.processes import make_wheel
 
 from specchat.catalog.catalog import CatalogModel
+
+# A property test that fails prints how to replay it; in CI (every test required) its examples
+# are derived from the test itself, so a failure there comes back the same on a rerun.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("here", print_blob=True)
+settings.load_profile("ci" if os.environ.get("SPECCHAT_REQUIRE_E2E") else "here")
 
 
 @pytest.fixture(scope="session")

@@ -8,11 +8,13 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from support.checks import require_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.timeout(900)  # both backends' tests and measurements in child processes
 def test_the_gpu_check_runs_on_the_cpu_and_writes_its_report(tmp_path):
     require_module("torch")
     out = tmp_path / "out"
@@ -30,7 +32,7 @@ def test_the_gpu_check_runs_on_the_cpu_and_writes_its_report(tmp_path):
         assert [v["n"] for v in b["verify"]] == list(range(1, 17))
         assert b["verify"][0]["ratio"] == 1.0 and all(v["ms"] > 0 for v in b["verify"])
         assert b["draft_ms"] > 0 and b["target_only_tps"] > 0
-        assert [r["k"] for r in b["rounds"]] == [1, 2, 3, 4, 5, 6, 8]
+        assert [r["k"] for r in b["rounds"]] == list(range(1, 9))
         assert all(r["round_ms"] > 0 and r["predicted_speedup"] > 0 for r in b["rounds"])
         assert b["best_k"] == max(b["rounds"], key=lambda r: r["predicted_speedup"])["k"]
     report = (out / "gpu_check.md").read_text()

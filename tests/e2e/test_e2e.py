@@ -143,6 +143,7 @@ def hf_pair(shipped_pair):
     draft.close()
 
 
+@pytest.mark.timeout(900)  # the first converts both GGUFs for transformers (two minutes here)
 @pytest.mark.parametrize("prompt", PROMPTS[:2], ids=range(2))
 def test_transformers_backend_greedy_speculation_equals_target_only_up_to_a_near_tie(
     hf_pair, prompt

@@ -63,6 +63,8 @@ def choose_layout(system_info: str, gpu_offload: bool) -> tuple[Layout | None, s
     flags = system_flags(system_info)
     if flags.get("REPACK") is False:
         return None, "this llama.cpp was built without repacked CPU kernels (GGML_CPU_REPACK)"
+    if flags.get("AVX512"):
+        return Q4_0, "x86 with AVX-512: llama.cpp repacks Q4_0 into 8-row interleaved blocks"
     if flags.get("AVX2"):
         return Q4_0, "x86 with AVX2: llama.cpp repacks Q4_0 into 8-row interleaved blocks"
     if flags.get("NEON") and (flags.get("DOTPROD") or flags.get("MATMUL_INT8")):

@@ -64,6 +64,7 @@ class LayoutOfferScreen(ModalScreen[bool]):
     LayoutOfferScreen { align: center middle; }
     LayoutOfferScreen > Vertical { width: 84; height: auto; border: thick $primary;
                                    background: $surface; padding: 1 2; }
+    LayoutOfferScreen Label { width: 1fr; }
     LayoutOfferScreen Horizontal { height: auto; margin-top: 1; }
     """
 
@@ -90,9 +91,8 @@ class LayoutOfferScreen(ModalScreen[bool]):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         match event.button.id:
-            case "make":
-                for button in self.query(Button):
-                    button.disabled = True
+            case "make":  # no choice is left to make while it works
+                self.query_one(Horizontal).display = False
                 self.make_all()
             case "never":
                 config = Config.load()
@@ -126,4 +126,5 @@ class LayoutOfferScreen(ModalScreen[bool]):
         self.query_one(ProgressBar).update(total=total, progress=done)
 
     def _failed(self) -> None:
-        self.query_one("#later", Button).disabled = False
+        self.query_one(Horizontal).display = True
+        self.query_one("#make", Button).disabled = True

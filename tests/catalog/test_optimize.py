@@ -17,13 +17,15 @@ from specchat.config import Config
 from specchat.llama_tools import installed_build
 
 X86_AVX2 = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | REPACK = 1 |"
+X86_AVX512 = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 1 | REPACK = 1 |"
 X86_OLD = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | REPACK = 1 |"
 ARM = "CPU : NEON = 1 | ARM_FMA = 1 | FP16_VA = 1 | DOTPROD = 1 | REPACK = 1 |"
 NO_REPACK = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | REPACK = 0 |"
 
 
 @pytest.mark.parametrize(("info", "gpu", "layout", "why"), [
-    (X86_AVX2, False, "Q4_0", "AVX2"),
+    (X86_AVX2, False, "Q4_0", "x86 with AVX2"),
+    (X86_AVX512, False, "Q4_0", "x86 with AVX-512"),
     (ARM, False, "Q4_0", "ARM"),
     (X86_AVX2, True, None, "GPU"),
     (X86_OLD, False, None, "AVX2 or ARM"),

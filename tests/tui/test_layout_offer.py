@@ -90,3 +90,38 @@ def test_the_offer_is_made_once_for_the_default_pair_on_a_cpu_with_the_kernels(
     config.data["models"] = {"optimize_offer": "never"}
     config.save()
     assert layout_offer(default) is None  # said no for good
+
+
+def test_the_offer_fits_its_dialog_and_leaves_no_button_while_it_works(tiny, monkeypatch):
+    """Each line wraps inside the dialog (none cut at its edge), and once "Make them" is
+    pressed no button is left to press until it fails."""
+    from textual.app import App
+    from textual.containers import Horizontal, Vertical
+    from textual.widgets import Label
+
+    offer = Offer(Q4_0, "x86 with AVX-512: llama.cpp repacks Q4_0 into 8-row interleaved blocks",
+                  [Job(tiny.draft, "qwen2.5-coder-0.5b-instruct-q4_k_m", "draft"),
+                   Job(tiny.target, "qwen2.5-coder-1.5b-instruct-q4_k_m", "target")])
+    monkeypatch.setattr(LayoutOfferScreen, "make_all", lambda self: None)
+
+    class Host(App):
+        def on_mount(self) -> None:
+            self.push_screen(LayoutOfferScreen(offer))
+
+    async def scenario():
+        app = Host()
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            dialog = app.screen.query_one(Vertical)
+            for label in app.screen.query(Label):
+                assert label.region.right <= dialog.content_region.right
+                assert label.virtual_size.width <= label.size.width
+            assert await pilot.click("#make")
+            await pilot.pause()
+            assert not app.screen.query_one(Horizontal).display
+            app.screen._failed()
+            await pilot.pause()
+            assert app.screen.query_one(Horizontal).display
+            assert app.screen.query_one("#make").disabled
+
+    asyncio.run(scenario())

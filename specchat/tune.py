@@ -41,6 +41,7 @@ from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import paired_speedup_interval
 from specchat.errors import SpecchatError
 from specchat.llama_tools import installed_build
+from specchat.render import table_console
 from specchat.settings import Settings
 from specchat.wording import speedup_text
 
@@ -273,7 +274,8 @@ def table(result: dict[str, Any]) -> Table:
                     f"tokens, target-only {result['target_only_tps'] or 0:.1f} tok/s",
               title_justify="left")
     for column in ("drafter", "policy", "k", "predicted", "measured (95% interval)", "acceptance"):
-        t.add_column(column, justify="left" if column in ("drafter", "policy") else "right")
+        t.add_column(column, justify="left" if column in ("drafter", "policy") else "right",
+                     overflow="fold")
     for a in result["drafters"]:
         t.add_row(a["draft"], a["policy"], str(a["k"]),
                   "–" if a["predicted_speedup"] is None else f"{a['predicted_speedup']:.2f}x",
@@ -296,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        console = Console()
+        console = table_console()
         console.print(table(result))
         v = {row["n"]: row["ratio"] for row in result["verify_cost"]}
         spread = {row["n"]: row["spread_ratio"] for row in result["verify_cost"]}

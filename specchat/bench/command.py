@@ -19,6 +19,7 @@ from specchat.engine.events import Event
 from specchat.engine.loop import DraftSettings, GenerationSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.loading import speculative_engine
+from specchat.render import table_console
 from specchat.settings import Settings
 
 
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from specchat.bench.runner import Arm, load_prompts, run_suite
     from specchat.loading import load_drafter, load_target, one_draft_model_on_servers
 
-    console, err = Console(), Console(stderr=True)
+    console, err = table_console(), Console(stderr=True)
     categories = [c for c in args.categories.split(",") if c]
     prompts = load_prompts(args.prompts, categories)
     ks = [int(k) for k in args.k.split(",") if k]

@@ -226,10 +226,10 @@ def rich_tables(summaries: Sequence[Summary], title: str) -> list:
     for name, columns, row in ((f"{title}: rates", SPEED_COLUMNS, _speed_row),
                                (f"{title}: latency", LATENCY_COLUMNS, _latency_row)):
         table = Table(title=name, title_justify="left")
-        table.add_column("category")
-        table.add_column("arm", no_wrap=True)
-        for column in columns:
-            table.add_column(column, justify="right")
+        table.add_column("category", overflow="fold")
+        table.add_column("arm", overflow="fold")
+        for column in columns:  # a narrow terminal folds a cell rather than cutting it to "…"
+            table.add_column(column, justify="right", overflow="fold")
         last = None
         for s in summaries:
             if last is not None and s.category != last:
@@ -247,7 +247,8 @@ def yardstick_table(summaries: Sequence[Summary], yardstick: str):
     table = Table(title=f"speedup against {yardstick} (same prompts, same run)",
                   title_justify="left")
     for column in ("category", "arm", "tok/s", "speedup\n(95% interval)"):
-        table.add_column(column, justify="left" if column in ("category", "arm") else "right")
+        table.add_column(column, justify="left" if column in ("category", "arm") else "right",
+                         overflow="fold")
     for s in summaries:
         if s.arm != yardstick:
             table.add_row(s.category, s.arm, fmt(s.tokens_per_second, ".2f"),

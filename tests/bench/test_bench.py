@@ -107,6 +107,7 @@ def test_bench_writes_json_csv_and_the_chart(tiny, tmp_path):
     lines = svg.findall("{http://www.w3.org/2000/svg}polyline")
     assert len(lines) == 2 * 2  # speedup and acceptance for each drafter's fixed-k series
     assert "speedup over target-only" in proc.stdout and "tiny-draft adaptive k<=4" in proc.stdout
+    assert "…" not in proc.stdout  # a pipe gets whole cells, not rich's 80 columns cut short
 
 
 def test_bad_prompt_files_and_categories_are_clear_errors(tmp_path):

@@ -17,7 +17,14 @@ from specchat.catalog.catalog import Catalog, models_dir, resolve_model
 from specchat.catalog.layout import known_shape
 from specchat.cpu import CpuWatch
 from specchat.engine.backend import Backend
-from specchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.drafters import (
+    NO_DRAFT,
+    CombinedDrafter,
+    Drafter,
+    ModelDrafter,
+    NgramDrafter,
+    NoDrafter,
+)
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.text_drafter import TextDrafter, round_trips
@@ -78,7 +85,7 @@ def load_drafter(
 ) -> Drafter:
     """`none`, `ngram`, a model (path, catalog name, `default`) checked against the target, or
     `ngram+MODEL`: n-gram matches first, the model otherwise."""
-    if choice == "none":
+    if choice == NO_DRAFT:
         return NoDrafter()
     if not target.can_truncate:
         raise CacheTruncationError(target.name)
@@ -151,7 +158,7 @@ def _own_servers(options: ModelOptions) -> None:
 def one_draft_model_on_servers(options: ModelOptions, drafters: Sequence[str]) -> None:
     """Refuse to hold several draft models at once on --draft-rpc (bench and tune load their
     drafters together): a server serves one client, and each model is one."""
-    models = [d for d in drafters if d not in ("none", "ngram")]
+    models = [d for d in drafters if d not in (NO_DRAFT, "ngram")]
     if options.draft_rpc and len(models) > 1:
         raise SpecchatError(f"--draft-rpc holds one draft model at a time (an RPC server serves "
                             f"one client), and {len(models)} are asked for ({', '.join(models)}):"
@@ -169,7 +176,7 @@ def fit_drafter(target: Backend, drafter: Drafter) -> tuple[Drafter, str]:
     as text), else no drafter (the old drafter's model freed); and what the status line adds."""
     model = drafter.model
     reason = ""
-    if drafter.name != "none" and not target.can_truncate:
+    if drafter.speculates and not target.can_truncate:
         reason = CacheTruncationError.REASON
     elif model is not None:
         verdict = compat.check(target.path, model.path) if (

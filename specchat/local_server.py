@@ -18,6 +18,7 @@ from pathlib import Path
 
 from specchat import llama_tools
 from specchat.catalog.catalog import resolve_model
+from specchat.engine.drafters import NO_DRAFT
 from specchat.errors import SpecchatError
 from specchat.exposure import check_host
 
@@ -70,7 +71,7 @@ def plan(binary: Path, target: str, draft: str, k: int, slots: int, ctx: int, ho
         raise SpecchatError(f"--draft {draft}: a llama-server drafts with a model or with "
                             "n-gram lookup, not both; give one")
     files = [resolve_model(target, "target")] + (
-        [] if draft in ("none", "ngram") else [resolve_model(draft, "draft")])
+        [] if draft in (NO_DRAFT, "ngram") else [resolve_model(draft, "draft")])
     for path in files:
         if not path.is_file():
             raise SpecchatError(f"{path}: no such model file")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, Any
 
+from specchat.engine.drafters import NO_DRAFT
 from specchat.engine.events import (
     ContextEvent,
     Event,
@@ -53,7 +54,7 @@ class TraceWriter(JsonRenderer):
 def lane_label(meta: dict[str, Any]) -> str:
     """How a race names a recorded turn: target only, or the drafter and its settings."""
     draft = str(meta.get("draft", "?"))
-    if draft == "none":
+    if draft == NO_DRAFT:
         return "target only"
     settings = meta.get("settings", {})
     how = "adaptive k<=" if settings.get("policy") == "adaptive" else "k="

@@ -34,7 +34,7 @@ from specchat.catalog.catalog import models_dir
 from specchat.catalog.tuned import draft_key, save_tuned
 from specchat.config import Config
 from specchat.costs import conditional_rates
-from specchat.engine.drafters import Drafter, NoDrafter
+from specchat.engine.drafters import NO_DRAFT, Drafter, NoDrafter
 from specchat.engine.events import RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
@@ -151,7 +151,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     target = load_target(models.target, models)
     rng = np.random.default_rng(0)
     drafters: dict[str, Drafter] = {d: load_drafter(d, target, greedy, rng, models) for d in drafts}
-    engines = {"none": speculative_engine(target, NoDrafter(), greedy)}
+    engines = {NO_DRAFT: speculative_engine(target, NoDrafter(), greedy)}
     task = progress.add_task("timing the verify curve", total=None) if progress else None
 
     def step(text: str) -> None:
@@ -160,7 +160,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
 
     ids = [target.tokenize(target.render_chat([("user", p.text)])) for p in prompts]
     cpu_start = cpu.sample()
-    ModelKeeper.warm_up(engines["none"])
+    ModelKeeper.warm_up(engines[NO_DRAFT])
     target.eval(ids[0], len(ids[0]) - 1)
     times = timing.verify_times(target, repeats=timing.COST_REPEATS)
     verify = [statistics.median(t) for t in times]
@@ -175,12 +175,12 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     draft_ms = {d: timing.draft_pass_after(drafter.model, target.tokens, 6) if drafter.model
                 else 0.0 for d, drafter in drafters.items()}
     step("calibrating")
-    turns: dict[str, list[TurnEvent]] = {"none": []}
+    turns: dict[str, list[TurnEvent]] = {NO_DRAFT: []}
     pairs: dict[str, list[tuple[int, int]]] = {d: [] for d in drafts}
     drafting: dict[str, list[tuple[float, int]]] = {d: [] for d in drafts}
     """(draft seconds, tokens drafted) of each drafting round of the calibration's longest k."""
     for i, prompt in enumerate(prompts):
-        turns["none"].append(_rounds(engines["none"], ids[i], tokens)[0])
+        turns[NO_DRAFT].append(_rounds(engines[NO_DRAFT], ids[i], tokens)[0])
         step(f"{prompt.category}/{prompt.name}: target only")
         for d, arm, draft_settings in plan:
             key = f"{d} {arm.policy} {arm.k}"
@@ -194,7 +194,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
                 pairs[d] += [(r.drafted, r.accepted) for r in rounds if r.drafted]
                 drafting[d] += [(r.draft_s, r.drafted) for r in rounds if r.drafted]
             step(f"{prompt.category}/{prompt.name}: {d} {arm.policy} k={arm.k}")
-    base = _rate(turns["none"])
+    base = _rate(turns[NO_DRAFT])
     # a draft pass as it costs between target passes (both models' weights share the CPU's
     # caches there; timed alone, the 0.5B pass on the default pair looked a third cheaper)
     in_turn = {d: 1000 * sum(s for s, _ in drafting[d]) / sum(n for _, n in drafting[d])
@@ -210,7 +210,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         arm.measured_speedup = rate / base if rate and base else None
         arm.measured_low, arm.measured_high = paired_speedup_interval(
             [(max(0, t.n_tokens - 1), t.decode_s) for t in mine],
-            [(max(0, t.n_tokens - 1), t.decode_s) for t in turns["none"]])
+            [(max(0, t.n_tokens - 1), t.decode_s) for t in turns[NO_DRAFT]])
         if arm.policy == "fixed":
             arm.predicted_speedup = costs.speedup(
                 costs.Costs(tuple(verify), in_turn[d]), accept, arm.k)
@@ -225,7 +225,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     paying = best.measured_speedup is not None and best.measured_speedup >= MARGIN \
         and (best.measured_low is None or best.measured_low > 1.0)
     recommended = ({"draft": best.draft, "k": best.k, "policy": best.policy} if paying
-                   else {"draft": "none", "k": DraftSettings().k, "policy": "fixed"})
+                   else {"draft": NO_DRAFT, "k": DraftSettings().k, "policy": "fixed"})
     others = cpu.others_share(cpu_start, cpu.sample())
     busy = cpu.busy_note(others, "the calibration")
     target.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from specchat.cpu import busy_note, default_threads
+from specchat.engine.drafters import NO_DRAFT
 from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.loop import SpeculativeEngine
 
@@ -110,7 +111,7 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
     """One line of what the turn measured, each number labelled; `k_used` counts the rounds
     after the first by the draft length the policy allowed."""
     parts = [f"{turn.n_tokens} tokens", f"draft {turn.draft}"]
-    if turn.draft != "none":
+    if turn.draft != NO_DRAFT:
         used = ", ".join(f"{k}×{n}" for k, n in sorted((k_used or Counter()).items()))
         parts.append(f"{turn.policy} (k: rounds {used})" if used else turn.policy)
     if turn.n_drafted:
@@ -119,7 +120,7 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
         parts.append(f"mean accepted length {turn.mean_accepted_length or 0:.2f}")
     if turn.tokens_per_second is not None:
         parts.append(f"decode {turn.tokens_per_second:.1f} tok/s")
-    if turn.speedup is not None and turn.draft != "none":
+    if turn.speedup is not None and turn.draft != NO_DRAFT:
         parts.append(f"speedup {speedup_words(turn)} vs target-only "
                      f"{turn.baseline_tokens_per_second or 0:.1f} tok/s ({turn.baseline_source})")
     if turn.predicted_tokens_per_second is not None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.text import Text
 
 from specchat.bench.report import ALL, Summary
+from specchat.engine.drafters import NO_DRAFT
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b")
 W, H, PAD = 420, 280, 48
@@ -32,7 +33,7 @@ class Series:
 def series(summaries: Sequence[Summary], category: str = ALL) -> list[Series]:
     out: dict[str, Series] = {}
     for s in summaries:
-        if s.category != category or s.drafter == "none" or s.speedup is None:
+        if s.category != category or s.drafter == NO_DRAFT or s.speedup is None:
             continue
         line = out.setdefault(s.drafter, Series(s.drafter, [], []))
         if s.k is not None:

@@ -14,7 +14,7 @@ from rich.console import Console
 from specchat import settings as settings_schema
 from specchat.bench.runner import Remote
 from specchat.engine.backend import Backend
-from specchat.engine.drafters import NoDrafter
+from specchat.engine.drafters import NO_DRAFT, NoDrafter
 from specchat.engine.events import Event
 from specchat.engine.loop import DraftSettings, GenerationSettings
 from specchat.engine.sampling import SamplingParams
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     prompts = load_prompts(args.prompts, categories)
     ks = [int(k) for k in args.k.split(",") if k]
     drafters = [d for d in args.drafters.split(",") if d]
-    arms = [Arm("none")]
+    arms = [Arm(NO_DRAFT)]
     for d in drafters:
         arms += [Arm(d, DraftSettings(k=k)) for k in ks]
         if args.adaptive:

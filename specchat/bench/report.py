@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.bench.runner import SERVER, Run
+from specchat.engine.drafters import NO_DRAFT
 from specchat.engine.stats import paired_speedup_interval
 from specchat.numbers import fmt, mean, percentile
 from specchat.wording import speedup_text
@@ -90,7 +91,7 @@ def summarize(runs: Sequence[Run], yardstick: str | None = None) -> list[Summary
     out = []
     for category in [*categories, ALL]:
         chosen = [r for r in runs if category in (ALL, r.category)]
-        base = [r for r in chosen if (r.arm == yardstick if yardstick else r.drafter == "none")]
+        base = [r for r in chosen if (r.arm == yardstick if yardstick else r.drafter == NO_DRAFT)]
         step_s = _step_s(base)
         for arm in arms:
             mine = [r for r in chosen if r.arm == arm]

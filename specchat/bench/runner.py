@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from specchat.engine.backend import Backend
-from specchat.engine.drafters import Drafter
+from specchat.engine.drafters import NO_DRAFT, Drafter
 from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
@@ -83,7 +83,7 @@ class Arm:
 
     @property
     def label(self) -> str:
-        if self.drafter == "none":
+        if self.drafter == NO_DRAFT:
             return "target only"
         how = f"adaptive k<={self.settings.k}" if self.settings.adaptive else f"k={self.settings.k}"
         return f"{self.short_drafter} {how}"
@@ -96,7 +96,7 @@ class Arm:
 
     @property
     def fixed_k(self) -> int | None:
-        return None if self.drafter == "none" or self.settings.adaptive else self.settings.k
+        return None if self.drafter == NO_DRAFT or self.settings.adaptive else self.settings.k
 
 
 @dataclass
@@ -160,7 +160,7 @@ class Run:
                    plain_verify_s=plain_verify_s,
                    predicted_tokens_per_second=turn.predicted_tokens_per_second,
                    declined_rounds=turn.declined_rounds, catchup_s=turn.catchup_s,
-                   reported_speedup=turn.speedup if turn.draft != "none" else None)
+                   reported_speedup=turn.speedup if turn.draft != NO_DRAFT else None)
 
     @property
     def itl_mean(self) -> float | None:

@@ -10,6 +10,8 @@ from typing import Any
 
 import tomli_w
 
+from specchat.engine.drafters import NO_DRAFT
+
 TUNED_FILE = "tuned.toml"
 
 
@@ -18,7 +20,7 @@ def draft_key(value: str) -> str:
     and a file name (the menu holds paths, tune was given names)."""
     if value.startswith("ngram+"):
         return "ngram+" + Path(value.removeprefix("ngram+")).name
-    return value if value in ("none", "ngram") else Path(value).name
+    return value if value in (NO_DRAFT, "ngram") else Path(value).name
 
 
 def load_tuned(models_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:

@@ -15,6 +15,7 @@ from typing import Protocol
 from specchat.chat.history import HistoryStore, ReplyRecorder, StoredConversation, StoredMessage
 from specchat.chat.session import ChatSession, Conversation
 from specchat.costs import MeasuredTurn, conditional_rates
+from specchat.engine.drafters import NO_DRAFT
 from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 
@@ -114,4 +115,4 @@ class ChatState:
         """Every speculative turn that measured its speedup, with its rounds."""
         return [MeasuredTurn(t.k, t.speedup, t.baseline_tokens_per_second, tuple(r))
                 for t, r in zip(self.turns, self.turn_rounds)
-                if t.speedup is not None and t.draft != "none"]
+                if t.speedup is not None and t.draft != NO_DRAFT]

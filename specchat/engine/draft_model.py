@@ -11,6 +11,8 @@ from specchat.engine.sampling import SamplingParams
 class DraftModel:
     """A drafter's own model: its passes counted, its sampling set per round, freed at close."""
 
+    speculates = True
+
     def __init__(self, backend: Backend, sampling: SamplingParams,
                  rng: np.random.Generator) -> None:
         self.backend = backend

@@ -25,9 +25,15 @@ from specchat.engine.sampling import SamplingParams, row_summary, sample
 from specchat.engine.text_drafter import TextDrafter
 from specchat.engine.types import Draft, Plan
 
+NO_DRAFT = "none"
+"""The name of target-only decoding: the drafter that proposes nothing, as settings, the bench's
+arms and the events spell it."""
+
 
 class Drafter(Protocol):
     name: str
+    speculates: bool
+    """Whether it ever proposes a token (False: target only, the baseline)."""
 
     @property
     def passes(self) -> int:
@@ -57,6 +63,7 @@ class _NoModel:
 
     passes = 0
     model: Backend | None = None
+    speculates = True
 
     def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
         pass
@@ -68,7 +75,8 @@ class _NoModel:
 class NoDrafter(_NoModel):
     """Target only: every round is one plain target step."""
 
-    name = "none"
+    name = NO_DRAFT
+    speculates = False
 
     def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
         return Draft()
@@ -178,6 +186,8 @@ class CombinedDrafter:
     """The n-gram drafter's proposal when the conversation offers a match the policy wants to
     use, the draft model's otherwise (llama.cpp runs its speculation types in priority order the
     same way): one setting for chat and for editing."""
+
+    speculates = True
 
     def __init__(self, ngram: NgramDrafter, drafter: ModelDrafter | TextDrafter) -> None:
         self.ngram, self.drafter = ngram, drafter

@@ -227,7 +227,7 @@ class SpeculativeEngine:
                 yield event
                 suspended += time.perf_counter() - handed
             if (round_no % BASELINE_EVERY == 0 and len(steps) < settings.baseline_steps
-                    and self.drafter.name != "none" and not reply.stop_reason
+                    and self.drafter.speculates and not reply.stop_reason
                     and not (cancel is not None and cancel.is_set())):
                 aside = time.perf_counter()
                 steps += [(len(committed), s) for s in self._plain_steps_s(committed, 1)]
@@ -299,7 +299,7 @@ class SpeculativeEngine:
         a target-only turn's own rate, else the plain steps timed in the turn (`steps`,
         (depth, seconds) each) and the rest of `baseline_steps` timed now, at the depth the
         turn reached."""
-        if self.drafter.name == "none" and stats.tokens_per_second:
+        if not self.drafter.speculates and stats.tokens_per_second:
             return stats.tokens_per_second, "this turn (target only)", steps
         if settings.baseline_steps > 0 and stop_reason != "cancelled":
             rest = self._plain_steps_s(committed, settings.baseline_steps - len(steps))

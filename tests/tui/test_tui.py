@@ -43,6 +43,7 @@ class GatedDrafter:
 
     def __init__(self, inner) -> None:
         self.inner, self.name, self.model, self.calls = inner, inner.name, inner.model, 0
+        self.speculates = inner.speculates
         self.reached, self.release_gate = threading.Event(), threading.Event()
 
     @property

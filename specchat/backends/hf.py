@@ -186,6 +186,8 @@ class TransformersBackend:
             self._cache.crop(n - len(self.tokens))  # negative: drop that many from the end
             del self.tokens[n:]
 
+    local = True
+
     @property
     def where(self) -> str:
         return "here" if self.device == "cpu" else f"here ({self.device})"

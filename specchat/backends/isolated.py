@@ -94,6 +94,8 @@ class IsolatedBackend(LlamaVocab):
         self.can_truncate: bool = info["can_truncate"]
         self._where: str = info["where"]
 
+    local = False  # its passes run in the child process (and their layers on the servers)
+
     @property
     def where(self) -> str:
         return self._where

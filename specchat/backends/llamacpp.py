@@ -262,6 +262,10 @@ class LlamaCppBackend(LlamaVocab):
         del self.tokens[n:]
 
     @property
+    def local(self) -> bool:
+        return not self.rpc
+
+    @property
     def where(self) -> str:
         if not self.rpc:
             return "here"

@@ -188,7 +188,7 @@ class SpeculativeEngine:
 
         models = [m for m in (self.target, self.drafter.model) if m is not None]
         # another process's CPU would count as another program's: watched only where both run
-        watch = self.watch if all(m.where.startswith("here") for m in models) else None
+        watch = self.watch if all(m.local for m in models) else None
         threads = self._fit_threads(watch.begin()) if watch else None
         t_start = clock()
         committed = list(prompt_ids)

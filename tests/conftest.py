@@ -94,6 +94,7 @@ KERNEL_FLAGS = {"SSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2", "AVX512", "AVX512_
                 "AMX_INT8", "REPACK", "OPENMP"}
 
 
+@pytest.hookimpl(trylast=True)  # the line CI ends with comes after every other summary
 def pytest_terminal_summary(terminalreporter) -> None:
     """Print every greedy divergence the end-to-end tests saw, with its position and gap, how
     many inputs each reader was fuzzed with, and one line CI ends with: what ran, what was

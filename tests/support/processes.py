@@ -224,3 +224,38 @@ class Started:
         self.proc.wait(60)
         gone, alive = psutil.wait_procs(started, timeout=15)
         return [p.pid for p in alive]
+
+
+def in_terminal(args: list[str], env: dict[str, str], until: str, timeout: float = 90,
+                size: tuple[int, int] = (45, 150)) -> tuple[bool, int]:
+    """`specchat ARGS` in a terminal of its own (a pseudo-terminal of `size` rows and columns),
+    as a user starts the full-screen app: whether `until` appeared on its screen within
+    `timeout` seconds, and its exit status after Ctrl+Q."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "specchat", *args], stdin=slave, stdout=slave,
+                            stderr=slave, env=env | {"TERM": "xterm-256color"},
+                            start_new_session=True)
+    os.close(slave)
+    seen, shown, end = b"", False, time.monotonic() + timeout
+    while not shown and time.monotonic() < end:
+        if select.select([master], [], [], 0.5)[0]:
+            try:
+                seen += os.read(master, 1 << 16)
+            except OSError:  # the app ended
+                break
+        shown = until in re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", seen.decode("utf-8", "replace"))
+    os.write(master, b"\x11")  # Ctrl+Q
+    try:
+        code = proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+    os.close(master)
+    return shown, code

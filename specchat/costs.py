@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from specchat.engine.events import RoundEvent
 from specchat.engine.policy import expected_tokens
+from specchat.engine.verify_curve import VerifyCurve
 
 FLAT_SLOPE = 0.02
 """A GPU's verify curve for the what-if: n tokens cost 1 + 0.02 (n - 1) steps, so a batch of 8
@@ -33,12 +34,11 @@ class Costs:
     """Milliseconds: the interquartile range of each size's repeats (empty: not measured)."""
 
     def steps(self, n: int) -> float:
-        """Verifying n tokens, in target-only steps (extrapolated past the measured sizes)."""
-        v = self.verify
-        if n <= len(v):
-            return v[n - 1] / v[0]
-        slope = (v[-1] - v[-2]) / v[0] if len(v) > 1 else 1.0
-        return v[-1] / v[0] + slope * (n - len(v))
+        """Verifying n tokens, in target-only steps (past the measured sizes, by the one rule
+        every prediction uses: engine/verify_curve.py)."""
+        cost = VerifyCurve.from_sizes(self.verify).cost(n)
+        assert cost is not None  # a Costs always has its one-token step
+        return cost / self.verify[0]
 
     def steps_spread(self, n: int) -> float | None:
         """The spread of verifying n tokens, in target steps (None past the measured sizes)."""

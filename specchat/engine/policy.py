@@ -24,16 +24,13 @@ from typing import Protocol
 
 from specchat.engine.text_kind import TEXT
 from specchat.engine.types import Draft, Plan
+from specchat.engine.verify_curve import VerifyCurve
 
 _DECAY = 0.97
 """Forgetting factor of the acceptance counts per observation: the estimate follows the
 conversation (code, then prose) within a few dozen rounds."""
 _PRIOR_ACCEPT, _PRIOR_WEIGHT = 0.6, 2.0
 _COST_EMA = 0.2
-_PRIOR_BATCH_SLOPE = 0.35
-"""Before two batch sizes are measured: verifying n tokens costs V(1)(1 + 0.35 (n - 1)), a
-prior between a GPU's flat curve and a CPU's steep one (the curves measured are in
-docs/benchmark.md and docs/gpu.md); the timings replace it within a few rounds."""
 _PRIOR_STEP_S = 0.1
 """Before anything is measured: a target step takes 0.1 s."""
 _PRIOR_PASS_FRACTION = 0.4
@@ -265,19 +262,11 @@ class CostModel:
             return self._now(n, self.verify[n])
         if n <= len(self.shape):
             return self._step_s() * self.shape[n - 1]
-        points = sorted((m, self._now(m, v)) for m, v in self.verify.items())
-        below = [p for p in points if p[0] < n]
-        above = [p for p in points if p[0] > n]
-        if below and above:
-            (n0, v0), (n1, v1) = below[-1], above[0]
-            return v0 + (v1 - v0) * (n - n0) / (n1 - n0)
-        if below and len(points) >= 2:
-            xs, ys = [p[0] for p in points], [p[1] for p in points]
-            mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-            slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
-            return below[-1][1] + max(slope, 0.0) * (n - below[-1][0])
-        n0, v0 = (below or above or [(1, _PRIOR_STEP_S)])[-1 if below else 0]
-        return v0 * (1 + _PRIOR_BATCH_SLOPE * (n - 1)) / (1 + _PRIOR_BATCH_SLOPE * (n0 - 1))
+        curve = VerifyCurve({m: self._now(m, v) for m, v in self.verify.items()} or
+                            {1: _PRIOR_STEP_S})
+        cost = curve.cost(n)
+        assert cost is not None  # the curve has a size at least
+        return cost
 
     def _step_s(self) -> float:
         """One target step: measured; else what a measured batch size and the known `shape`

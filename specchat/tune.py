@@ -220,10 +220,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         arms.append(arm)
     save_tuned(models_dir(), target.path.name, {
         _menu_key(d, drafters[d]): _measured(d, arms, in_turn[d], verify[0]) for d in drafts})
-    best = max(arms, key=lambda a: a.measured_speedup or 0.0)
-    # faster by the margin, and measurably so: its interval above 1.0
-    paying = best.measured_speedup is not None and best.measured_speedup >= MARGIN \
-        and (best.measured_low is None or best.measured_low > 1.0)
+    best, paying = choose(arms)
     recommended = ({"draft": best.draft, "k": best.k, "policy": best.policy} if paying
                    else {"draft": NO_DRAFT, "k": DraftSettings().k, "policy": "fixed"})
     others = cpu.others_share(cpu_start, cpu.sample())
@@ -249,6 +246,16 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
                         f"{(MARGIN - 1) * 100:.0f}% faster than the target alone here, with its "
                         "95% interval above 1.0"),
     }
+
+
+def choose(arms: Sequence[Arm]) -> tuple[Arm, bool]:
+    """The arm to recommend and whether it pays: the fastest of those faster than the target
+    alone by MARGIN, and measurably so (the 95% interval above 1.0); where none is, the fastest
+    arm, which does not pay. The fastest arm of all may not pay where a slower one does: a noisy
+    arm can measure higher with an interval reaching below 1.0."""
+    paying = [a for a in arms if a.measured_speedup is not None and a.measured_speedup >= MARGIN
+              and (a.measured_low is None or a.measured_low > 1.0)]
+    return max(paying or arms, key=lambda a: a.measured_speedup or 0.0), bool(paying)
 
 
 def _menu_key(draft: str, drafter: Drafter) -> str:

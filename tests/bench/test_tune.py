@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import tomllib
 
+import pytest
 from support.processes import specchat
 
 from specchat.cpu import BUSY_SHARE
 from specchat.llama_tools import installed_build
+from specchat.tune import Arm
 from specchat.ui.model_menu import draft_choices
 
 PROMPTS = '''
@@ -63,7 +65,7 @@ def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path, 
     rec = result["recommended"]
     if result["others_cpu"] is not None and result["others_cpu"] >= BUSY_SHARE:
         assert rec is None and result["why"].startswith("other programs used")  # a loaded host
-        return
+        return  # the recommendation's rule is checked on any host below (a faked probe)
     assert set(rec) == {"draft", "k", "policy"}
     paying = [a for a in arms if a["measured_speedup"] >= 1.03 and a["measured_low"] > 1.0]
     if rec["draft"] == "none":
@@ -139,3 +141,31 @@ def test_the_recommendation_is_the_fastest_arm_that_measurably_pays():
     assert choose([noisy, slow]) == (noisy, False)
     barely = Arm("ngram", 2, "fixed", measured_speedup=1.02, measured_low=1.01, measured_high=1.03)
     assert choose([barely])[1] is False  # under the margin
+
+
+@pytest.mark.parametrize("others", [0.0, 0.9], ids=["quiet", "busy"])
+def test_tune_recommends_on_a_quiet_machine_and_not_on_a_busy_one(tiny, tmp_path, monkeypatch,
+                                                                   others):
+    """The same calibration with the CPU probe faked either way, whatever this host is doing:
+    quiet, a recommendation by the rule (`choose`); busy, none, and the reason."""
+    from specchat import cpu
+    from specchat.bench.runner import load_prompts
+    from specchat.settings import ModelOptions, Settings
+    from specchat.tune import choose, tune
+
+    prompts_file = tmp_path / "prompts.toml"
+    prompts_file.write_text(PROMPTS)
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setattr(cpu, "others_share", lambda start, end: others)
+    settings = Settings(ModelOptions(target=str(tiny.target), threads=1))
+    result = tune(settings, [str(tiny.draft), "ngram"], load_prompts(prompts_file), 12)
+    assert result["others_cpu"] == others
+    if others >= BUSY_SHARE:
+        assert result["recommended"] is None and result["why"].startswith("other programs used")
+        return
+    arms = [Arm(**{k: a[k] for k in ("draft", "k", "policy", "measured_speedup", "measured_low")})
+            for a in result["drafters"]]
+    best, paying = choose(arms)
+    expected = ({"draft": best.draft, "k": best.k, "policy": best.policy} if paying
+                else {"draft": "none", "k": 4, "policy": "fixed"})
+    assert result["recommended"] == expected

@@ -17,10 +17,16 @@ class StepGate:
     def __init__(self) -> None:
         self._on = threading.Event()
         self._next = threading.Event()
+        self._held = threading.Event()
 
     @property
     def on(self) -> bool:
         return self._on.is_set()
+
+    @property
+    def held(self) -> bool:
+        """Whether a round is held now, waiting for `step` (none can come until it is let go)."""
+        return self._held.is_set()
 
     def switch(self, on: bool) -> None:
         if on:
@@ -41,7 +47,11 @@ class StepGate:
         if not self.on or cancel.is_set():
             return 0.0
         paused = time.monotonic()
-        self._next.wait()
+        self._held.set()
+        try:
+            self._next.wait()
+        finally:
+            self._held.clear()
         self._next.clear()
         return time.monotonic() - paused
 

@@ -41,7 +41,8 @@ def answer_the_offer(tiny, tmp_path, monkeypatch, button: str) -> tuple:
                 await until(pilot, lambda: app.chat_screen.chat not in (None, chats[0]))
             await ready(app, pilot)
             chats.append(app.chat_screen.chat)
-            await pilot.pause(0.5)  # the offer's worker has run on the reloaded pair
+            await app.workers.wait_for_complete()  # the offer's check ran on the reloaded pair
+            await pilot.pause()
             assert not isinstance(app.screen, LayoutOfferScreen)
 
     asyncio.run(scenario())

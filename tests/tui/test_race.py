@@ -92,13 +92,14 @@ def test_a_replay_in_step_mode_advances_one_round_per_key(traces, tmp_path):
 
     async def scenario():
         async with app.run_test(size=SIZE) as pilot:
+            gate = app.chat_screen.turns.gate
             await until(pilot, lambda: app.chat_screen.transcript.stats.rounds == 1)
-            await pilot.pause(0.2)
+            await until(pilot, lambda: gate.held)  # the next round waits for the key
             assert app.chat_screen.transcript.stats.rounds == 1
             for n in (2, 3):
                 await pilot.press("space")
                 await until(pilot, lambda n=n: app.chat_screen.transcript.stats.rounds == n)
-                await pilot.pause(0.2)
+                await until(pilot, lambda: gate.held)
                 assert app.chat_screen.transcript.stats.rounds == n
             assert "verdict" in str(app.chat_screen.query_one(StepPanel).render())
             await pilot.press("r")

@@ -371,14 +371,15 @@ def test_step_mode_runs_one_round_per_key_and_ends_with_the_free_running_reply(t
             stepped.chat_screen.query_one(PromptInput).text = "step by step"
             stepped.chat_screen.query_one(PromptInput).focus()
             await pilot.press("enter")
+            gate = stepped.chat_screen.turns.gate
             await until(pilot, lambda: stepped.chat_screen.transcript.stats.rounds == 1)
-            await pilot.pause(0.2)
-            assert stepped.chat_screen.transcript.stats.rounds == 1  # waits for the key
+            await until(pilot, lambda: gate.held)  # the next round waits for the key
+            assert stepped.chat_screen.transcript.stats.rounds == 1
             assert "step-through" in str(stepped.chat_screen.query_one(StepPanel).render())
             for n in (2, 3):
                 await pilot.press("space")
                 await until(pilot, lambda n=n: stepped.chat_screen.transcript.stats.rounds == n)
-                await pilot.pause(0.2)
+                await until(pilot, lambda: gate.held)
                 assert stepped.chat_screen.transcript.stats.rounds == n  # exactly one round per press
             shown = str(stepped.chat_screen.query_one(StepPanel).render())
             assert "verdict" in shown and "running confidence" in shown

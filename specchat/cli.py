@@ -29,28 +29,10 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings_schema.from_args(args)
 
 
-def _engine(settings: Settings):
-    from specchat.loading import build_engine
-
-    return build_engine(settings)
-
-
 def _session(settings: Settings) -> tuple[Session, str]:
-    """The conversation's session, local or on a llama-server (--server), and where its
-    replies come from in one line."""
-    from specchat.chat.session import ChatSession, Conversation
-    from specchat.wording import placement
+    from specchat.loading import open_session
 
-    conversation = Conversation(system=settings.sampling.system)
-    policy = settings.sampling.context_policy
-    if settings.models.server:
-        from specchat.server.session import ServerSession
-
-        server = ServerSession.connect(settings.models.server, settings.models.baseline_server,
-                                       settings.sampling.params(), conversation, policy)
-        return server, server.where
-    local = ChatSession(_engine(settings), conversation, policy)
-    return local, placement(local.engine)
+    return open_session(settings)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:

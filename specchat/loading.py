@@ -15,6 +15,7 @@ import numpy as np
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, models_dir, resolve_model
 from specchat.catalog.layout import known_shape
+from specchat.chat.state import Session
 from specchat.cpu import CpuWatch
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import (
@@ -237,3 +238,23 @@ def speculative_engine(target: Backend, drafter: Drafter, sampling: SamplingPara
     engine.policy.costs.shape = known_shape(models_dir(), target.path, installed_build())
     engine.watch = CpuWatch()
     return engine
+
+
+def open_session(settings: Settings, engine: SpeculativeEngine | None = None
+                 ) -> tuple[Session, str]:
+    """The conversation's session as the settings say: on the llama-server they name
+    (--server), else here on `engine` (built from the settings where none is given); and where
+    its replies come from, in one line. The CLI and the app open every session here."""
+    from specchat.chat.session import ChatSession, Conversation
+    from specchat.wording import placement
+
+    conversation = Conversation(system=settings.sampling.system)
+    policy = settings.sampling.context_policy
+    if settings.models.server:
+        from specchat.server.session import ServerSession
+
+        server = ServerSession.connect(settings.models.server, settings.models.baseline_server,
+                                       settings.sampling.params(), conversation, policy)
+        return server, server.where
+    local = ChatSession(engine or build_engine(settings), conversation, policy)
+    return local, placement(local.engine)

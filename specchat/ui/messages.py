@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from specchat.chat.state import Session
 from specchat.costs import Costs
 from specchat.engine.drafters import Drafter
 from specchat.engine.events import Event
 from specchat.engine.loop import SpeculativeEngine
-from specchat.server.session import ServerSession
 from specchat.trace import Lane
 
 
@@ -37,7 +37,8 @@ class ModelsReady(Message):
 
 @dataclass
 class ServerReady(Message):
-    session: ServerSession
+    session: Session
+    where: str
 
 
 @dataclass

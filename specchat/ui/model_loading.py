@@ -18,11 +18,12 @@ from textual.widget import Widget
 from textual.worker import get_current_worker
 
 from specchat.chat.history import HistoryStore
-from specchat.chat.session import ChatSession, Conversation
+from specchat.chat.session import ChatSession
 from specchat.chat.state import ChatState, Session
 from specchat.engine.loop import SpeculativeEngine
 from specchat.errors import ModelNotInstalledError, SpecchatError
 from specchat.keeper import ModelKeeper
+from specchat.loading import open_session
 from specchat.server.session import ServerSession
 from specchat.settings import Settings
 from specchat.ui.fetch_screen import FetchScreen
@@ -37,7 +38,6 @@ from specchat.ui.messages import (
     WorkerFailed,
 )
 from specchat.ui.model_menu import ModelMenu, draft_choices, target_choices
-from specchat.wording import placement
 
 
 class ModelLoader(Widget):
@@ -111,25 +111,20 @@ class ModelLoader(Widget):
             self.load()
 
     def _connect_server(self) -> None:
-        sampling, models = self.settings.sampling, self.settings.models
         try:
-            session = ServerSession.connect(models.server or "", models.baseline_server,
-                                            sampling.params(), Conversation(system=sampling.system),
-                                            sampling.context_policy)
+            session, where = open_session(self.settings)
         except SpecchatError as exc:
             self.post_message(WorkerFailed(str(exc)))
             return
-        self.post_message(ServerReady(session))
+        self.post_message(ServerReady(session, where))
 
     def on_models_ready(self, message: ModelsReady) -> None:
         message.stop()
-        sampling = self.settings.sampling
-        self._start(ChatSession(message.engine, Conversation(system=sampling.system),
-                                sampling.context_policy), placement(message.engine))
+        self._start(*open_session(self.settings, message.engine))
 
     def on_server_ready(self, message: ServerReady) -> None:
         message.stop()
-        self._start(message.session, message.session.where)
+        self._start(message.session, message.where)
 
     def _start(self, session: Session, where: str) -> None:
         self.chat = ChatState(session, self.history)

@@ -26,6 +26,8 @@ from typing import Any
 
 import tomli_w
 
+from specchat.cpu import BUSY_SHARE
+
 DERIVED_FILE = "derived.toml"
 QUALITY_TOKENS = 48
 """Tokens of each greedy reply the quality check compares, original against re-laid."""
@@ -156,13 +158,15 @@ def derived_of(models_dir: Path, source: str) -> Derived | None:
 def known_shape(models_dir: Path, path: Path, build: str) -> tuple[float, ...]:
     """The verify curve (in steps) `specchat models optimize` timed for this file, as the
     derived model or as its source, on this llama.cpp `build`; empty where none was timed on
-    it (another build's kernels price the batches otherwise)."""
+    it (another build's kernels price the batches otherwise) or where it was timed while other
+    programs took the CPU (their load's curve, not this machine's)."""
     for record in load_derived(models_dir).values():
         if record.cost.get("build") != build:
             continue
         for file, side in ((record.file, "derived"), (record.source_file, "source")):
-            if file == path.name:
-                return tuple(record.cost.get(side, {}).get("verify_steps", ()))
+            timed = record.cost.get(side, {})
+            if file == path.name and (timed.get("others_cpu") or 0.0) < BUSY_SHARE:
+                return tuple(timed.get("verify_steps", ()))
     return ()
 
 

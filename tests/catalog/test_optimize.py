@@ -111,3 +111,31 @@ def test_default_resolves_to_the_optimized_file_and_the_name_to_the_original(
     assert known_shape(models, derived, "b2") == ()  # timed on another build
     derived.unlink()  # a record whose file is gone does not count
     assert resolve_model("default", "target", catalog, config) == original
+
+
+def test_a_layout_timed_beside_a_busy_machine_is_timed_again_and_not_started_from(
+        tiny, tmp_path, monkeypatch):
+    """The probe faked busy once, then quiet: the file is timed again and the quiet timing
+    kept; faked busy every time: the last timing is kept, marked, and the policy's starting
+    curve (known_shape) leaves it out."""
+    from specchat import cpu, optimize
+    from specchat.backends.llamacpp import LlamaCppBackend
+
+    model = LlamaCppBackend(tiny.target, n_ctx=512, n_threads=1)
+    shares = iter([0.9, 0.05])
+    monkeypatch.setattr(cpu, "others_share", lambda start, end: next(shares))
+    steps: list[str] = []
+    cost = optimize.quiet_cost(model, steps.append)
+    assert cost["others_cpu"] == 0.05 and len(steps) == 1 and "90% of the CPU" in steps[0]
+    monkeypatch.setattr(cpu, "others_share", lambda start, end: 0.9)
+    busy = optimize.quiet_cost(model, steps.append)
+    model.close()
+    assert busy["others_cpu"] == 0.9 and len(steps) == 1 + optimize.TIMING_TRIES - 1
+    models = tmp_path / "models"
+    for name, timed in (("quiet", cost), ("busy", busy)):
+        save_derived(models, Derived(
+            name=name, source=name, source_file=f"{name}.gguf", source_sha256="",
+            source_quant="F32", layout="Q4_0", file=f"{name}.q4_0.gguf", size=1, sha256="",
+            cost={"build": "b1", "source": timed, "derived": timed}))
+    assert known_shape(models, tmp_path / "quiet.q4_0.gguf", "b1") == tuple(cost["verify_steps"])
+    assert known_shape(models, tmp_path / "busy.q4_0.gguf", "b1") == ()

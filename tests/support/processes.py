@@ -251,11 +251,20 @@ def in_terminal(args: list[str], env: dict[str, str], until: str, timeout: float
             except OSError:  # the app ended
                 break
         shown = until in re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", seen.decode("utf-8", "replace"))
-    os.write(master, b"\x11")  # Ctrl+Q
-    try:
-        code = proc.wait(30)
-    except subprocess.TimeoutExpired:
+    # Ctrl+Q, again every 5 s while the app is busy (a loaded host); what it draws meanwhile is
+    # read, or a full terminal buffer would stop the app mid-write before it sees the key
+    quit_by, next_key = time.monotonic() + 60, 0.0
+    while proc.poll() is None and time.monotonic() < quit_by:
+        if time.monotonic() >= next_key:
+            os.write(master, b"\x11")
+            next_key = time.monotonic() + 5
+        if select.select([master], [], [], 0.2)[0]:
+            try:
+                os.read(master, 1 << 16)
+            except OSError:
+                break
+    if proc.poll() is None:
         proc.kill()
-        code = proc.wait()
+    code = proc.wait()
     os.close(master)
     return shown, code

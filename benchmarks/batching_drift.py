@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from benchmarks.llama_params import model_params
 from specchat import model_thread
 from specchat.backends.llamacpp import LlamaCppBackend
 from specchat.engine.compare import batching_gap_drift
@@ -26,20 +27,8 @@ PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding"
 
 def drift(path: Path, repack: bool, tokens: int) -> float:
     """The largest gap change over the prompts, the model loaded with or without repacking."""
-    import llama_cpp
-
-    default = llama_cpp.llama_model_default_params
-
-    def params() -> llama_cpp.llama_model_params:
-        p = default()
-        p.use_extra_bufts = repack
-        return p
-
-    llama_cpp.llama_model_default_params = params
-    try:
+    with model_params(use_extra_bufts=int(repack)):
         model = LlamaCppBackend(path, n_ctx=1024, n_gpu_layers=0)
-    finally:
-        llama_cpp.llama_model_default_params = default
     worst = 0.0
     for text in PROMPTS:
         ids = model.tokenize(text, special=False)

@@ -122,18 +122,12 @@ def engine_costs(target: Backend, draft: Backend, prompt: list[int], tokens: int
                  ) -> tuple[float, list[RoundCost]]:
     """Target-only decode rate and each k's round time, measured through the engine."""
 
-    def turn(engine: SpeculativeEngine, n: int) -> list[RoundEvent]:
-        """The rounds after the first (which evaluates the prompt) of one turn from empty caches."""
-        engine.clear_caches()
-        return [e for e in engine.generate(prompt, GenerationSettings(max_tokens=n))
-                if isinstance(e, RoundEvent) and e.round > 0]
-
     def round_s(engine: SpeculativeEngine, k: int = 0) -> float:
         """Median seconds of a round (draft + verify) over the rounds that drafted k tokens,
         after a short warm-up turn; rounds, not the turn's rate, so an early end-of-text is
         harmless."""
-        turn(engine, 8)
-        rounds = [r for r in turn(engine, tokens) if r.drafted == k]
+        engine_turn(engine, prompt, 8)
+        rounds = [r for r in engine_turn(engine, prompt, tokens)[1] if r.drafted == k]
         if len(rounds) < 3:
             raise RuntimeError(f"only {len(rounds)} rounds with a draft of {k} (the random model "
                                "ended its text at once)")
@@ -186,9 +180,11 @@ class LlamaCalls:
 
 
 def engine_turn(engine: SpeculativeEngine, ids: list[int], n: int) -> tuple[TurnEvent, list[RoundEvent]]:
+    """One turn from empty caches: its summary, and its rounds after the first (which evaluates
+    the prompt)."""
     engine.clear_caches()
     events = list(engine.generate(ids, GenerationSettings(max_tokens=n)))
-    return turn_of(iter(events)), [e for e in events if isinstance(e, RoundEvent) and e.round > 0]
+    return turn_of(events), [e for e in events if isinstance(e, RoundEvent) and e.round > 0]
 
 
 def full_acceptance(bin_dir: Path, path: Path, load: Callable[[Path], Backend], tokens: int,

@@ -134,15 +134,13 @@ fi
 # environment and llama.cpp model parameters, benchmarks/llama_params.py), and the ones before
 # it name what crashed (probe.log).
 llama_env=() params=""
-load='import sys; from specchat.backends.llamacpp import LlamaCppBackend as B
-b = B(sys.argv[1], n_ctx=256, n_gpu_layers=int(sys.argv[2])); print("loaded; offloaded", b.n_gpu_layers, "rows", b.eval([300, 301, 302], 0).shape)'
 if [ "$llama_ok" = 1 ]; then
   "$py" -m benchmarks.random_models "$models/probe" --small >> "$out/probe.log" 2>&1
   model=$(ls "$models"/probe/small-draft*.gguf)
   loads() {  # label, params, env assignments...
     local label=$1 p=$2; shift 2
     echo "== load: $label (params: ${p:-none}; env: ${*:-none})" >> "$out/probe.log"
-    env "$@" timeout 40 "$py" -X faulthandler -m benchmarks.llama_params "$p" -c "$load" "$model" 999 \
+    env "$@" timeout 40 "$py" -X faulthandler -m benchmarks.llama_params "$p" -m benchmarks.load_on_gpu "$model" 999 \
       < /dev/null >> "$out/probe.log" 2>&1
     local rc=$?
     echo "== load: $label: exit $rc" >> "$out/probe.log"

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import runpy
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -31,11 +33,19 @@ def parse(fields: str) -> dict[str, int]:
     return out
 
 
-def override(fields: dict[str, int]) -> None:
-    """Every later `llama_model_default_params()` comes back with `fields` set."""
+@contextmanager
+def model_params(**fields: int) -> Iterator[None]:
+    """Within it, every `llama_model_default_params()` comes back with `fields` set: specchat's
+    backend's and llama_cpp.Llama's (which reads it from the module beneath). No field imports
+    nothing."""
+    if not fields:
+        yield
+        return
     import llama_cpp
+    from llama_cpp import llama_cpp as low
 
-    default = llama_cpp.llama_model_default_params
+    default = low.llama_model_default_params
+    saved = llama_cpp.llama_model_default_params, low.llama_model_default_params
 
     def changed() -> Any:
         params = default()
@@ -43,21 +53,25 @@ def override(fields: dict[str, int]) -> None:
             setattr(params, name, value)
         return params
 
-    llama_cpp.llama_model_default_params = changed
+    llama_cpp.llama_model_default_params = low.llama_model_default_params = changed
+    try:
+        yield
+    finally:
+        llama_cpp.llama_model_default_params, low.llama_model_default_params = saved
 
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] not in ("-m", "-c"):
         print(__doc__, file=sys.stderr)
         return 2
-    if fields := parse(argv[0]):  # "" imports nothing: the check's report runs without llama.cpp
-        override(fields)
-    if argv[1] == "-m":
-        sys.argv = [argv[2], *argv[3:]]
-        runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
-    else:
-        sys.argv = ["-c", *argv[3:]]
-        exec(compile(argv[2], "<llama_params -c>", "exec"), {"__name__": "__main__"})
+    # "" imports nothing: the check's report runs where llama.cpp did not build
+    with model_params(**parse(argv[0])):
+        if argv[1] == "-m":
+            sys.argv = [argv[2], *argv[3:]]
+            runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = ["-c", *argv[3:]]
+            exec(compile(argv[2], "<llama_params -c>", "exec"), {"__name__": "__main__"})
     return 0
 
 

@@ -20,7 +20,6 @@ from specchat.settings import Settings
 
 if TYPE_CHECKING:
     from specchat.chat.history import HistoryStore
-    from specchat.chat.state import Session
 
 EXIT_USAGE = 2
 
@@ -29,18 +28,13 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings_schema.from_args(args)
 
 
-def _session(settings: Settings) -> tuple[Session, str]:
-    from specchat.loading import open_session
-
-    return open_session(settings)
-
-
 def cmd_ask(args: argparse.Namespace) -> int:
+    from specchat.loading import open_session
     from specchat.render import JsonRenderer, TerminalRenderer
 
     model_thread.adopt()  # every pass on this thread: none handed over
     settings = _settings(args)
-    session, where = _session(settings)
+    session, where = open_session(settings)
     engine = getattr(session, "engine", None)  # None on a llama-server
     if engine is None or any(m.where != "here" for m in (engine.target, engine.drafter.model) if m):
         print(f"specchat: {where}", file=sys.stderr)
@@ -70,6 +64,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from specchat.chat.history import HistoryStore
     from specchat.chat.state import ChatState
     from specchat.chat.worker import in_worker
+    from specchat.loading import open_session
     from specchat.render import TerminalRenderer
     from specchat.wording import LEGEND
 
@@ -80,7 +75,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     else:
         err.print(f"loading {settings.models.target} with draft {settings.models.draft} …",
                   style="dim")
-    session, where = _session(settings)
+    session, where = open_session(settings)
     err.print(where, style="dim", highlight=False)
     generation = settings.sampling.generation()
     render = TerminalRenderer(out, err)

@@ -16,6 +16,7 @@ from support.models import TinyModels, write_tiny_models
 from support.processes import make_wheel
 
 from specchat.catalog.catalog import CatalogModel
+from specchat.catalog.layout import system_flags
 
 # A property test that fails prints how to replay it; in CI (every test required) its examples
 # are derived from the test itself, so a failure there comes back the same on a rerun.
@@ -58,8 +59,8 @@ def index(tmp_path, monkeypatch, tiny):
 
 
 def _count(reporter, outcome: str) -> int:
-    return len([r for r in reporter.stats.get(outcome, []) if getattr(r, "when", "call") != "teardown"
-                or outcome == "error"])
+    """Tests of one outcome (pytest files a setup or teardown that failed under "error")."""
+    return len(reporter.stats.get(outcome, []))
 
 
 @pytest.hookimpl(trylast=True)
@@ -71,27 +72,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+KERNEL_FLAGS = {"SSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2", "AVX512", "AVX512_VNNI", "AVX512_BF16",
+                "AMX_INT8", "REPACK", "OPENMP"}
+
+
 def kernel_line() -> str:
     """Which of llama.cpp's CPU kernels this build has, and so which of patches/llama.cpp's
     Q4_0 kernels the suite ran: 0001 and 0004-0006 on AVX2 without AVX-512, 0002 with it."""
     try:
         from specchat.backends.quantize import system_info
-
-        info = system_info()[0]
     except ImportError:
         return "llama.cpp: not installed"
-    flags = {f.split("=")[0].strip() for f in info.split("|") if f.strip().endswith("= 1")}
-    avx512 = "AVX512" in flags
-    patched = ("0002 (AVX-512)" if avx512 else "0001, 0004-0006 (AVX2)" if "AVX2" in flags
-               else "none (no AVX2)")
-    if "REPACK" not in flags:
-        patched = "none (no REPACK)"
-    return (f"llama.cpp CPU kernels: {', '.join(sorted(f for f in flags if f in KERNEL_FLAGS))}; "
+    flags = {name for name, on in system_flags(system_info()[0]).items() if on}
+    patched = ("none (no REPACK)" if "REPACK" not in flags else "0002 (AVX-512)" if "AVX512" in flags
+               else "0001, 0004-0006 (AVX2)" if "AVX2" in flags else "none (no AVX2)")
+    return (f"llama.cpp CPU kernels: {', '.join(sorted(flags & KERNEL_FLAGS))}; "
             f"patched Q4_0 kernels run here: {patched}")
-
-
-KERNEL_FLAGS = {"SSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2", "AVX512", "AVX512_VNNI", "AVX512_BF16",
-                "AMX_INT8", "REPACK", "OPENMP"}
 
 
 @pytest.hookimpl(trylast=True)  # the line CI ends with comes after every other summary

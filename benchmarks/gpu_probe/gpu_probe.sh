@@ -63,8 +63,7 @@ run "C: no mmap (pinned uploads)"         timeout 25 "$R" "$small" 999 nommap
 run "C: GGML_CUDA_NO_PINNED=1"            GGML_CUDA_NO_PINNED=1 timeout 25 "$R" "$small" 999
 run "C: LD_LIBRARY_PATH unset"            LD_LIBRARY_PATH= timeout 25 "$R" "$small" 999
 [ -n "$big" ] && run "C: the 7B-shaped target, all layers" timeout 60 "$R" "$big" 999
-load='import sys; from specchat.backends.llamacpp import LlamaCppBackend as B
-b = B(sys.argv[1], n_ctx=int(sys.argv[3]) if len(sys.argv) > 3 else 256, n_gpu_layers=int(sys.argv[2])); print("PY OK rows", b.eval([300, 301, 302], 0).shape)'
+load='from benchmarks.load_on_gpu import main; main()'  # after whatever a variant runs first
 export PYTHONPATH="$site:$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
 run "Python as specchat"                  timeout 30 "$py" -c "$load" "$small" 999
 run "Python, llama.cpp logging to stderr" SPECCHAT_LLAMA_LOG=1 timeout 30 "$py" -c "$load" "$small" 999

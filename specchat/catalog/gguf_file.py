@@ -180,7 +180,6 @@ def _parse(path: Path, size: int, buf: mmap.mmap) -> GGUFInfo:
     return info
 
 
-
 NEEDS_KEY = "specchat.needs"
 """A GGUF key naming what a file needs of specchat's own llama.cpp (`specchat models optimize`
 writes it): llama.cpp's own tools and a stock llama-server cannot load such a file."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.llama_params import model_params
 from specchat import llama_tools
-from specchat.catalog.layout import Q4_0
+from specchat.catalog.layout import Q4_0, system_flags
 from specchat.errors import SpecchatError
 
 llama_cpp = pytest.importorskip("llama_cpp")
@@ -66,18 +67,8 @@ def _backend(path, repack: bool, threads: int):
     patches change) or with the weights as the file holds them (a path no patch touches)."""
     from specchat.backends.llamacpp import LlamaCppBackend
 
-    plain = llama_cpp.llama_model_default_params
-
-    def params():
-        p = plain()
-        p.use_extra_bufts = repack
-        return p
-
-    llama_cpp.llama_model_default_params = params
-    try:
+    with model_params(use_extra_bufts=int(repack)):
         return LlamaCppBackend(path, n_ctx=256, n_threads=threads, n_gpu_layers=0)
-    finally:
-        llama_cpp.llama_model_default_params = plain
 
 
 def _cpu_flags() -> set[str]:
@@ -90,7 +81,7 @@ def test_this_build_has_the_kernels_its_patches_are_meant_for():
     leave every Q4_0 patch test green while no patched kernel ran."""
     from specchat.backends.quantize import system_info
 
-    built = {f.split("=")[0].strip() for f in system_info()[0].split("|") if f.strip().endswith("= 1")}
+    built = {name for name, on in system_flags(system_info()[0]).items() if on}
     assert "REPACK" in built
     cpu = _cpu_flags()
     if "avx2" in cpu:
@@ -132,18 +123,10 @@ def test_a_q4_0_batch_of_every_size_matches_the_unrepacked_weights(q4_0_file, th
     assert worst > 0, "the repacked and unrepacked paths gave the same bits: no repacked kernel ran"
 
 
-def _steps(path, tokens: list[int], repack: bool, monkeypatch) -> np.ndarray:
+def _steps(path, tokens: list[int], repack: bool) -> np.ndarray:
     """The logits of `tokens` fed one at a time (the one-row path), with llama.cpp's repacked
     weights (its GEMV kernels) or with the weights as the file holds them (ggml's dot products)."""
-    plain = llama_cpp.llama_cpp.llama_model_default_params
-
-    def params():
-        p = plain()
-        p.use_extra_bufts = repack
-        return p
-
-    with monkeypatch.context() as m:
-        m.setattr(llama_cpp.llama_cpp, "llama_model_default_params", params)
+    with model_params(use_extra_bufts=int(repack)):
         model = llama_cpp.Llama(str(path), n_ctx=128, logits_all=True, n_threads=2, verbose=False)
     for token in tokens:
         model.eval([token])
@@ -152,14 +135,14 @@ def _steps(path, tokens: list[int], repack: bool, monkeypatch) -> np.ndarray:
     return rows
 
 
-def test_a_q4_0_step_gives_the_logits_of_the_unpacked_weights(q4_0_file, monkeypatch):
+def test_a_q4_0_step_gives_the_logits_of_the_unpacked_weights(q4_0_file):
     """The repacked Q4_0 GEMV (patches/llama.cpp/0004 on AVX2) sums each block's integer dot
     product exactly, as ggml's own Q4_0 dot product does over the unpacked weights; the two
     differ only in the order they add the blocks' float products. A wrong correction for the
     unsigned nibbles (8 * the activations' sum) moves the logits by tens of percent."""
     tokens = [5, 17, 42, 101, 7, 250, 3, 64, 128, 9]
-    packed = _steps(q4_0_file, tokens, True, monkeypatch)
-    unpacked = _steps(q4_0_file, tokens, False, monkeypatch)
+    packed = _steps(q4_0_file, tokens, True)
+    unpacked = _steps(q4_0_file, tokens, False)
     assert np.abs(packed - unpacked).max() <= 1e-3 * np.abs(unpacked).max()
 
 

@@ -2,7 +2,9 @@
 greedy oracles' near-tie ceiling (tests/support/checks.py, NEAR_TIE_CEILING) is set from. For each
 model, on the calibration prompts' target-only continuations, the largest change of the gap
 between one-token-at-a-time evaluation and batches of 2, 3, 5 and 8, with llama.cpp's repacked
-weights and without them (the path specchat's patches do not touch).
+weights and without them (the path specchat's patches do not touch). And how far the two paths'
+logits part for batches of 1-40 tokens on one and two threads (as a share of the largest logit):
+the figure the patch tests' tolerance (tests/backends/test_llama_patches.py) is set from.
 
     .venv/bin/python -m benchmarks.batching_drift MODEL.gguf [MODEL.gguf ...] [--tokens 24]
 """
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+import numpy as np
 
 from benchmarks.llama_params import model_params
 from specchat import model_thread
@@ -39,16 +43,42 @@ def drift(path: Path, repack: bool, tokens: int) -> float:
     return worst
 
 
+def paths_apart(path: Path, threads: int) -> float:
+    """The largest difference between the repacked and unrepacked paths' logits of the same
+    batch, over batches of 1 to 40 random tokens after a 7-token prefix, as a share of the
+    largest logit (the patch tests' measure)."""
+    with model_params(use_extra_bufts=1):
+        packed = LlamaCppBackend(path, n_ctx=256, n_threads=threads, n_gpu_layers=0)
+    with model_params(use_extra_bufts=0):
+        plain = LlamaCppBackend(path, n_ctx=256, n_threads=threads, n_gpu_layers=0)
+    rng = np.random.default_rng(threads)
+    prefix = [int(t) for t in rng.integers(3, 255, 7)]  # as the test draws them
+    worst = 0.0
+    for size in range(1, 41):
+        batch = [int(t) for t in rng.integers(3, 255, size)]
+        rows = []
+        for model in (packed, plain):
+            model.truncate(0)
+            model.eval(prefix, len(prefix))
+            rows.append(model.eval(batch, 0))
+        worst = max(worst, float(np.abs(rows[0] - rows[1]).max() / np.abs(rows[1]).max()))
+    packed.close()
+    plain.close()
+    return worst
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0])
     ap.add_argument("models", type=Path, nargs="+")
     ap.add_argument("--tokens", type=int, default=24, help="target-only tokens a prompt")
     args = ap.parse_args()
     model_thread.adopt()
-    print("| model | repacked | unrepacked |\n|---|---|---|")
+    print("| model | gap drift, repacked | gap drift, unrepacked | paths apart, 1 thread | "
+          "2 threads |\n|---|---|---|---|---|")
     for path in args.models:
         print(f"| {path.name} | {drift(path, True, args.tokens):.4f} | "
-              f"{drift(path, False, args.tokens):.4f} |", flush=True)
+              f"{drift(path, False, args.tokens):.4f} | {paths_apart(path, 1):.2%} | "
+              f"{paths_apart(path, 2):.2%} |", flush=True)
     return 0
 
 

@@ -90,7 +90,7 @@ def test_this_build_has_the_kernels_its_patches_are_meant_for():
         assert "AVX512" in built  # patch 0002
 
 
-BATCH_TOLERANCE = 0.02
+BATCH_TOLERANCE = 0.05
 """Of the largest logit: the repacked and unrepacked paths quantize the activations alike and
 sum each block's integer dot product exactly, and part only in the float order of the blocks'
 products and of attention over another shape (how far, measured: docs/divergence.md); a wrong

@@ -76,6 +76,11 @@ unique_args() {
   fi
 }
 
+# Where built wheels are kept between installs; wheelhouse: the light install's wheels, for the
+# tests (tests/support/processes.py reads the same place).
+wheels() { echo "${SPECCHAT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/specchat/wheels}"; }
+wheelhouse() { echo "$(wheels)/client"; }
+
 # Every build has the ggml RPC backend: `specchat rpc-server` and --rpc use it (off by default
 # in llama.cpp).
 if [ -z "${CMAKE_ARGS:-}" ]; then
@@ -114,7 +119,7 @@ fi
 # llama.cpp's tools from the same source).
 patches=$("$py" -m specchat.llama_tools key)
 key=$(printf '%s %s %s %s' "$LLAMA_CPP_PYTHON" "$CMAKE_ARGS" "$("$py" -c 'import sys;print(sys.version_info[:2])')" "$patches" | sha256sum | cut -c1-16)
-cache="${SPECCHAT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/specchat/wheels}/$key"
+cache="$(wheels)/$key"
 wheel=$(ls "$cache"/llama_cpp_python-*.whl 2>/dev/null | head -n1 || true)
 if [ -z "$wheel" ]; then
   echo "building llama-cpp-python $LLAMA_CPP_PYTHON for $accel ($CMAKE_ARGS) with patches/llama.cpp; this takes several minutes"
@@ -133,6 +138,9 @@ echo "specchat installed in $venv (llama.cpp: $accel)"
 
 if [ "$tools" = 1 ]; then
   "$py" -m benchmarks.tools llama-server
+  # the wheels the tests' light install and wheel build take, so that no test reaches the network
+  "$py" -m pip wheel --quiet --disable-pip-version-check -w "$(wheelhouse)" hatchling editables pip .
+  rm -f "$(wheelhouse)"/specchat-*.whl
 fi
 if [ "$fetch_models" = 1 ]; then
   "$venv/bin/specchat" models fetch default

@@ -94,7 +94,7 @@ def kernel_line() -> str:
 def pytest_terminal_summary(terminalreporter) -> None:
     """Print every greedy divergence the end-to-end tests saw, with its position and gap, how
     many inputs each reader was fuzzed with, and one line CI ends with: what ran, what was
-    skipped (0 where everything is required) and which kernels."""
+    skipped (0 where everything is required), which kernels and whether a network was there."""
     if FUZZED:
         terminalreporter.section("fuzzed inputs per reader")
         for reader, n in sorted(FUZZED.items()):
@@ -110,4 +110,12 @@ def pytest_terminal_summary(terminalreporter) -> None:
         "SPECCHAT_REQUIRE_E2E") and skipped else ""
     r.write_line(f"specchat tests: collected {collected}, passed {_count(r, 'passed')}, failed "
                  f"{_count(r, 'failed')}, errors {_count(r, 'error')}, skipped {skipped}{required}; "
-                 f"{kernel_line()}")
+                 f"{kernel_line()}; {network_line()}")
+
+
+def network_line() -> str:
+    """Whether the tests could reach a network: .ci/run runs them where only loopback is up."""
+    import socket
+
+    others = sorted(name for _, name in socket.if_nameindex() if name != "lo")
+    return f"network: {'interfaces ' + ', '.join(others) if others else 'loopback only'}"

@@ -210,15 +210,17 @@ def reply_until(session: ChatSession, text: str, tokens: int) -> Iterator[Event]
 
 def same_as_here(session: ChatSession, model: Path, text: str) -> TurnEvent:
     """The next turn of `session` (its target on a server), checked equal to the same
-    conversation's turn target-only on this machine."""
+    conversation's turn target-only on this machine up to a near-tie (the server verifies in
+    batches of other sizes, whose rounding is the CPU's)."""
     here = LlamaCppBackend(model, n_ctx=4096, n_threads=1)
     try:
         local = ChatSession(SpeculativeEngine(here, NoDrafter(), GREEDY),
                             Conversation(messages=list(session.conversation.messages)))
         settings = GenerationSettings(max_tokens=24)
-        ours, theirs = (list(s.turn(text, settings))[-1] for s in (session, local))
-        assert isinstance(ours, TurnEvent) and isinstance(theirs, TurnEvent)
-        assert ours.token_ids == theirs.token_ids
+        ours = list(session.turn(text, settings))[-1]
+        theirs = list(local.turn(text, settings))
+        assert isinstance(ours, TurnEvent) and isinstance(theirs[-1], TurnEvent)
+        assert_same_up_to_a_near_tie(theirs, ours, calibrated_near_tie(here, floor=1e-3))
         return ours
     finally:
         here.close()

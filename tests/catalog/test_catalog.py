@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import zipfile
 from pathlib import Path
 
 import pytest
-from support.processes import make_wheel, specchat
+from support.processes import make_wheel, offline_pip_env, specchat
 
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, CatalogModel, resolve_model
@@ -150,7 +151,8 @@ def test_a_built_wheel_carries_the_catalog_and_the_themes_and_no_experiment(tmp_
 
     root = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(root), "-w",
-                    str(tmp_path)], check=True, capture_output=True)
+                    str(tmp_path)], check=True, capture_output=True,
+                   env=os.environ | offline_pip_env())
     (wheel,) = tmp_path.glob("specchat-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "specchat/_data/models/catalog.toml" in names

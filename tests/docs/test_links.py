@@ -63,5 +63,6 @@ def test_ci_runs_the_readmes_test_command_each_half_on_a_line_of_its_own():
     lines = [x.strip() for x in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert "set -euo pipefail" in lines
     for half in (h.strip() for h in command.split("&&")):
-        assert half in lines, f".ci/run does not run {half!r} on a line of its own"
+        assert half in lines or f"offline {half}" in lines, (
+            f".ci/run does not run {half!r} on a line of its own")
     assert command not in lines

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from support.checks import (
     NEAR_TIE_CEILING,
     assert_same_up_to_a_near_tie,
     check_greedy_rule,
     make_drafter,
+    target_only_rows,
 )
 from support.models import GREEDY, prompt_ids, run
 
@@ -104,3 +106,19 @@ def test_an_engine_that_drops_the_last_token_fails_the_greedy_rule(models, monke
     with pytest.raises(AssertionError):
         check_greedy_rule(target, make_drafter("model", draft), prompt_ids(target, PROMPT), k=3,
                           adaptive=False, near_tie=0.0)
+
+
+def test_a_finished_turn_alone_is_judged_by_the_rows_target_only_computed(plain, models):
+    """The app keeps only a reply's finished turn: its judge rebuilds the target-only rows
+    (tests/tui's swapped-draft test). They are the run's own rows, and a reply one token short
+    or long fails by them."""
+    events, turn, rows = plain
+    target, _ = models
+    rebuilt = target_only_rows(target, turn)
+    assert rebuilt.keys() == rows.keys()
+    assert all(np.array_equal(rebuilt[at], rows[at]) for at in rows)
+    assert_same_up_to_a_near_tie([turn], turn, 0.0, rebuilt)
+    for other in (replace(turn, token_ids=turn.token_ids[:-1], n_tokens=turn.n_tokens - 1),
+                  replace(turn, token_ids=[*turn.token_ids, 5], n_tokens=turn.n_tokens + 1)):
+        with pytest.raises(AssertionError):
+            assert_same_up_to_a_near_tie([turn], other, 0.0, rebuilt)

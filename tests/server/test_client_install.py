@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from support.browser import TRANSCRIPT, VIEWPORT, Served, browser, colour_pixels, wait_for
-from support.processes import specchat_env
+from support.processes import offline_pip_env, specchat_env
 
 from specchat.loading import NEEDS_LLAMA_CPP
 from specchat.ui.theming import DEFAULT_TOKEN_COLOURS
@@ -25,7 +25,8 @@ def test_the_client_install_compiles_nothing_and_chats_with_a_server(spec_server
     venv = tmp_path / "client"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    proc = subprocess.run([str(ROOT / "install.sh"), "--client"], env={**env, "VIRTUAL_ENV": str(venv)},
+    proc = subprocess.run([str(ROOT / "install.sh"), "--client"],
+                          env={**env, **offline_pip_env(), "VIRTUAL_ENV": str(venv)},
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "building llama-cpp-python" not in proc.stdout

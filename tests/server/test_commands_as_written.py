@@ -1,17 +1,21 @@
-"""The commands README.md and docs/guide/workshop.md show run as written, so the pages cannot
-drift from what works: every `.venv/bin/specchat` line of their tested blocks (marked
-`run as written by` this file), on the tiny pair laid in a models folder under the default pair's
-file names (the catalog resolves `default` to them), against the real llama-server. The
+"""The commands README.md and docs/guide/ show run as written, so the pages cannot drift from
+what works. Every `.venv/bin/specchat` line of their tested blocks (marked `run as written by`
+this file) runs as it stands; every `specchat` line of the guide's reference blocks runs with
+its placeholders filled (`"..."` a prompt, NAME the default pair, `[--save]` without and with,
+`a | b` each, the addresses those of servers this test starts). All run on the tiny pair laid
+in a models folder under the default pair's file names (the catalog resolves `default` to
+them), against the real llama-server; `models fetch` and `verify` on the real pair's files. The
 full-screen app starts in a terminal of its own and quits on Ctrl+Q; a command that serves runs
 until it says where, answers there, and leaves no process behind on Ctrl-C; the others run to
-their first real output. (`./install.sh` is the one line not run here: it made this test's
-environment, and CI runs it.)"""
+their end. (`./install.sh` is the one line not run
+here: it made this test's environment, and CI runs it.)"""
 
 from __future__ import annotations
 
 import os
 import re
 import shlex
+import shutil
 import sys
 import urllib.error
 import urllib.request
@@ -19,9 +23,10 @@ from pathlib import Path
 
 import pytest
 from support.browser import wait_for
-from support.processes import Started, in_terminal, specchat_env
+from support.checks import missing
+from support.processes import RpcServer, Started, in_terminal, specchat_env
 
-from specchat.catalog.catalog import Catalog
+from specchat.catalog.catalog import Catalog, models_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", ROOT / "docs" / "guide" / "workshop.md"]
@@ -30,7 +35,12 @@ SERVING = {  # a command that stays up -> the line that says where it answers
     "room": r"^specchat serve on (http://\S+)",
     "llama-server": r"^specchat --server (http://\S+) --baseline-server http://\S+$",
     "serve": r"^specchat serve on (http://\S+)",
+    "rpc-server": r"^specchat rpc-server on (\S+):",
 }
+ADDRESSES = {"127.0.0.1:8080": "spec", "127.0.0.1:8081": "plain", "127.0.0.1:50052": "rpc"}
+"""The guide's example addresses -> the server of this test that stands in for each."""
+PLACEHOLDERS = {'"..."': '"Reverse a string in Python"', "NAME": "default", "PATH": "TINY",
+                "TARGET DRAFT": "default default"}
 
 
 def page_lines() -> list[str]:
@@ -41,52 +51,136 @@ def page_lines() -> list[str]:
                               if line.strip()))
 
 
+def guide_lines() -> dict[str, list[str]]:
+    """Each `specchat` line of the guide's untested sh blocks -> the command lines it stands
+    for, placeholders filled."""
+    shown: dict[str, list[str]] = {}
+    for page in sorted((ROOT / "docs" / "guide").glob("*.md")):
+        for block in re.findall(r"(?<!-->\n)```sh\n(.*?)```", page.read_text(encoding="utf-8"),
+                                flags=re.S):
+            for line in block.splitlines():
+                if line.startswith("specchat"):
+                    shown[line] = expand(line.split(" #")[0].strip())
+    return shown
+
+
+def expand(line: str) -> list[str]:
+    """`a | b` after the sub-command: each; `[x|y]`: without, x and y; placeholders filled."""
+    head, *alternatives = line.split(" | ")
+    lines = [head] + [" ".join(head.split()[:2] + [alt]) for alt in alternatives]
+    out: list[str] = []
+    for one in lines:
+        if found := re.search(r" \[([^]]+)\]", one):
+            out += [one.replace(found.group(0), f" {o}" if o else "")
+                    for o in ["", *found.group(1).split("|")]]
+        else:
+            out.append(one)
+    for old, new in PLACEHOLDERS.items():
+        out = [re.sub(rf"(?<![\w-]){re.escape(old)}(?![\w-])", new, one) for one in out]
+    return list(dict.fromkeys(out))
+
+
 def test_the_pages_have_tested_commands():
     lines = page_lines()
     assert "./install.sh" in lines and ".venv/bin/specchat room --expose" in lines
     assert {".venv/bin/specchat", ".venv/bin/specchat tune --save"} <= set(lines)
     assert all(line == ".venv/bin/specchat" or line.startswith(".venv/bin/specchat ")
                for line in lines if line != "./install.sh")
+    guide = {shown.split(" #")[0].strip(): lines for shown, lines in guide_lines().items()}
+    assert guide["specchat tune [--save]"] == ["specchat tune", "specchat tune --save"]
+    assert "specchat models check default default" in guide[next(
+        line for line in guide if line.startswith("specchat models list |"))]
+    assert len(guide) >= 20 and all('"..."' not in one and " | " not in one and "[" not in one
+                                    for lines in guide.values() for one in lines)
 
 
 @pytest.fixture
 def default_pair(tiny, tmp_path) -> Path:
     """A models folder holding the tiny pair under the default pair's file names."""
+    return pair_folder(tmp_path / "models", tiny.target, tiny.draft)
+
+
+def pair_folder(models: Path, target: Path, draft: Path) -> Path:
     catalog = Catalog.load()
-    models = tmp_path / "models"
     models.mkdir()
-    for role, path in (("target", tiny.target), ("draft", tiny.draft)):
-        os.link(path, models / catalog.models[catalog.pairs["default"][role]].file)
+    for role, path in (("target", target), ("draft", draft)):
+        link = models / catalog.models[catalog.pairs["default"][role]].file
+        try:
+            os.link(path, link)  # what `models path` prints is the folder's file
+        except OSError:  # the real pair, on another file system
+            link.symlink_to(path)
     return models
 
 
 @pytest.mark.parametrize("line", [line for line in page_lines() if line != "./install.sh"])
 def test_a_command_of_the_pages_works_as_written(line, default_pair, server_binary, tmp_path):
-    args = shlex.split(line)[1:]
+    run_as_typed(shlex.split(line)[1:], default_pair, server_binary, tmp_path)
+
+
+@pytest.mark.parametrize("line", list(dict.fromkeys(
+    one for lines in guide_lines().values() for one in lines)))
+def test_a_command_of_the_guide_works_as_shown(line, tiny, default_pair, server_binary,
+                                               spec_server, plain_server, tmp_path):
+    words = shlex.split(line)[1:]
+    if words[:2] in (["models", "fetch"], ["models", "verify"]):  # the real files, checked
+        catalog = Catalog.load()
+        files = [models_dir() / catalog.models[catalog.pairs["default"][role]].file
+                 for role in ("target", "draft")]
+        if not all(f.is_file() for f in files):
+            missing("the default pair", "specchat models fetch default")
+        shutil.rmtree(default_pair)
+        pair_folder(default_pair, *files)
+    rpc = RpcServer(tmp_path) if "127.0.0.1:50052" in line and words[0] != "rpc-server" else None
+    stand_in = {"spec": spec_server.url.split("//")[1], "plain": plain_server.url.split("//")[1],
+                "rpc": rpc.endpoint if rpc else ""}
+    for shown, kind in ADDRESSES.items():
+        words = [w.replace(shown, stand_in[kind]) for w in words]
+    args = [str(tiny.target) if w == "TINY" else w for w in words]
+    try:
+        run_as_typed(args, default_pair, server_binary, tmp_path)
+    finally:
+        if rpc:
+            rpc.stop()
+
+
+def run_as_typed(args: list[str], models: Path, server_binary: Path, tmp_path: Path) -> None:
+    """`specchat ARGS` as a user types it, to its first real output (see the module's doc)."""
     env = specchat_env(tmp_path) | {"SPECCHAT_LLAMA_SERVER": str(server_binary)}
-    if not args:  # the full-screen app, up with the pair loaded
-        assert in_terminal(args, env, "Enter sends", size=(45, 240)) == (True, 0)
+    if not args or args[0].startswith("-") or (args[0] == "replay" and "--list" not in args):
+        until = "Enter sends" if args[:1] != ["replay"] else "accepted"
+        assert in_terminal(args, env, until, size=(45, 240)) == (True, 0)
         return
     if args[0] not in SERVING:
         import subprocess
 
         done = subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True,
-                              text=True, env=env, timeout=240, cwd=tmp_path)
-        if args[0] == "tune" and "other programs used" in done.stdout:  # a loaded host
+                              text=True, env=env, timeout=240, cwd=tmp_path,
+                              input="hello\n" if args == ["chat"] else None)
+        loaded = "no recommendation: other programs used" in done.stdout  # a loaded host
+        if args[0] == "tune" and loaded and "--save" in args:
             assert done.returncode == 2 and "not saving" in done.stderr
             return
         assert done.returncode == 0, done.stderr
-        first = {"models": str(default_pair), "ask": "", "tune": ""}[args[0]]
-        assert done.stdout.strip().startswith(first) and done.stdout.strip()
+        assert done.stdout.strip()
+        if args[:2] == ["models", "path"]:
+            assert done.stdout.startswith(str(models))
         if args[0] == "tune":
-            assert "recommended: " in done.stdout and (tmp_path / "config.toml").exists()
+            assert "recommended: " in done.stdout or loaded
+            assert (tmp_path / "config.toml").exists() == ("--save" in args)
+        if "--trace" in args:
+            assert (tmp_path / args[args.index("--trace") + 1]).stat().st_size > 0
         return
     started = Started(tmp_path, server_binary, *args)
     try:
-        url = started.line(SERVING[args[0]]).group(1)
-        url = re.sub(r"//[^/:]+:", "//127.0.0.1:", url)  # the attendees' address, from here
-        health = url.rstrip("/") + "/health" if args[0] == "llama-server" else url
-        assert wait_for(lambda: _answers(health), f"{health} answering", timeout=60) == 200
+        where = started.line(SERVING[args[0]]).group(1)
+        if args[0] == "rpc-server":
+            from specchat.backends.rpc import wait_for as answers
+
+            answers(where)
+        else:
+            url = re.sub(r"//[^/:]+:", "//127.0.0.1:", where)  # the attendees' address, from here
+            health = url.rstrip("/") + "/health" if args[0] == "llama-server" else url
+            assert wait_for(lambda: _answers(health), f"{health} answering", timeout=60) == 200
     finally:
         left = started.interrupt()
     assert left == []

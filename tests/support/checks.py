@@ -120,6 +120,19 @@ def assert_same_up_to_a_near_tie(plain_events: list, turn: TurnEvent, near_tie: 
                              f" above the near-tie threshold {near_tie:.4f}")
 
 
+def target_only_rows(target: Backend, turn: TurnEvent) -> dict[int, np.ndarray]:
+    """The rows a target-only run of `turn` computed (its prompt in one batch, then one token
+    at a time), by absolute position as RecordingBackend records them: the near-tie judge for
+    a turn whose token events are gone (the app keeps only the finished turn)."""
+    recording = RecordingBackend(target)
+    rows = recording.record()
+    recording.truncate(0)
+    recording.eval(turn.prompt_token_ids, len(turn.prompt_token_ids) - 1)
+    for token in turn.token_ids[:-1]:
+        recording.eval([token], 0)
+    return rows
+
+
 FOLLOW_UPS = [f"follow-up {i}: now make the function iterative and add a docstring"
               for i in range(12)]
 

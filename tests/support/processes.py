@@ -28,6 +28,20 @@ def specchat_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def offline_pip_env() -> dict[str, str]:
+    """pip's settings that take every package from the wheels `./install.sh --dev` kept (its
+    wheelhouse) and none from an index: no test reaches the network."""
+    import pytest
+
+    base = os.environ.get("SPECCHAT_WHEEL_CACHE") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specchat" / "wheels")
+    house = Path(base) / "client"
+    if not any(house.glob("hatchling-*.whl")):
+        pytest.skip(f"no wheelhouse at {house}: ./install.sh --dev makes it")
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(house),
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
 def specchat(*args: str, tmp_path: Path, stdin: str | None = None
              ) -> subprocess.CompletedProcess[str]:
     """`specchat ARGS` as a user runs it, in `specchat_env`."""

@@ -6,6 +6,8 @@ import asyncio
 import threading
 
 import pytest
+from support.checks import assert_same_up_to_a_near_tie, calibrated_near_tie, target_only_rows
+from support.models import load
 from support.pilot import SIZE, make_app, ready, run_async, say, until
 
 from specchat import model_thread
@@ -127,12 +129,24 @@ def test_swapping_the_draft_keeps_the_conversation_and_greedy_output(tiny, tmp_p
                 app.chat_screen.models.swap_draft(swap_to)
                 await until(pilot, lambda: app.chat_screen.chat.session.engine.drafter.name == "tiny-draft")
             await say(app, pilot, "second question")
-            replies[key] = [m for m in app.chat_screen.chat.session.conversation.messages]
-            assert len(app.chat_screen.query(LiveReply)) == 4
+            replies[key] = [w.turn for w in app.chat_screen.query(LiveReply) if w.turn]
+            messages = app.chat_screen.chat.session.conversation.messages
+            assert [m for m in messages if m[0] == "user"] == [
+                ("user", "first question"), ("user", "second question")] and len(messages) == 4
 
     asyncio.run(scenario(plain, "plain", None))
     asyncio.run(scenario(swapped, "swapped", str(tiny.draft)))
-    assert replies["plain"] == replies["swapped"]
+    assert len(replies["plain"]) == len(replies["swapped"]) == 2
+    target = load(tiny.target)
+    try:
+        near_tie = calibrated_near_tie(target, floor=1e-3)
+        for alone, drafted in zip(replies["plain"], replies["swapped"], strict=True):
+            assert_same_up_to_a_near_tie([alone], drafted, near_tie,
+                                         target_only_rows(target, alone))
+            if drafted.token_ids != alone.token_ids:
+                break  # parted at a near-tie: the next prompts differ
+    finally:
+        target.close()
 
 
 def test_history_survives_a_restart(tiny, tmp_path):

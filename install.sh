@@ -4,8 +4,9 @@
 #
 #   ./install.sh            install and fetch the default pair (about 1.6 GB)
 #   ./install.sh --dev      also install the test tools (and the transformers backend), and
-#                           build llama.cpp's llama-server from the same source for its tests
-#                           (about 15 minutes on two cores the first time; kept in ~/.cache)
+#                           build llama.cpp's llama-server from the same source, and its
+#                           libraries without specchat's patches, for the tests (about 20
+#                           minutes on two cores the first time; kept in ~/.cache)
 #   ./install.sh --transformers   also install the transformers backend (torch)
 #   ./install.sh --no-models   skip the model fetch
 #   ./install.sh --client   the light install: specchat without llama-cpp-python, torch or models
@@ -138,6 +139,8 @@ echo "specchat installed in $venv (llama.cpp: $accel)"
 
 if [ "$tools" = 1 ]; then
   "$py" -m benchmarks.tools llama-server
+  # llama.cpp's libraries without patches/llama.cpp: the patch tests compare bits with them
+  "$py" -m benchmarks.gemm_patch --build >/dev/null
   # the wheels the tests' light install and wheel build take, so that no test reaches the network
   "$py" -m pip wheel --quiet --disable-pip-version-check -w "$(wheelhouse)" hatchling editables pip .
   rm -f "$(wheelhouse)"/specchat-*.whl

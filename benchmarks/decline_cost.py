@@ -38,7 +38,7 @@ def main() -> None:
     runner = BenchRunner(target, drafters, [Arm("none"), adaptive])
     alone, declining = runner.engines
     costs = declining[1].policy.costs
-    costs.draft_s = lambda *_args, **_kw: PRICED_OUT_S  # type: ignore[method-assign]
+    costs.machine.draft_s = lambda *_args, **_kw: PRICED_OUT_S  # type: ignore[method-assign]
     ratios: list[float] = []
     for rep in range(args.repeats):
         for prompt in load_prompts(None, arguments.categories(args)):

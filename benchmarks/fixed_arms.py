@@ -55,7 +55,7 @@ class CodeOnlyPolicy(FixedPolicy):
     still go)."""
 
     def plan(self, cap: int) -> Plan:
-        return _CodeOnlyPlan(super().plan(cap), in_code=self.costs.kind == CODE)
+        return _CodeOnlyPlan(super().plan(cap), in_code=self.costs.reply.kind == CODE)
 
 
 def parse_arm(spec: str, default_drafter: str) -> tuple[Arm, bool]:

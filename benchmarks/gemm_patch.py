@@ -36,19 +36,36 @@ SIZES = (1, 2, 3, 4, 5, 8, 9, 12)
 PROMPT = "Write a Python module that implements a binary search tree with insert and delete."
 
 
-def before_libraries(version: str, without: list[str]) -> Path:
-    """The folder of libllama and ggml built from the sdist without specchat's patches, or
-    without only the patches `without` names (by their number)."""
+def before_source(version: str, without: list[str]) -> Path:
+    """Where the sdist without specchat's patches (or without only the patches `without` names,
+    by their number) is unpacked and built."""
     name = f"without-{'-'.join(without)}-{llama_tools.patches_key(without)}" if without else "unpatched"
-    root = llama_tools.cache_dir() / "llama.cpp" / name
-    src = root / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
+    return llama_tools.cache_dir() / "llama.cpp" / name / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
+
+
+def built_before(version: str, without: list[str]) -> Path | None:
+    """The folder of that build's libllama and ggml, where they are built already."""
+    bin_dir = before_source(version, without) / "build" / "bin"
+    return bin_dir if list(bin_dir.glob("libllama.so*")) or list(bin_dir.glob("libllama.dylib")) else None
+
+
+def before_libraries(version: str, without: list[str]) -> Path:
+    """That folder, unpacking and building the libraries first where they are not there."""
+    src = before_source(version, without)
     if not (src / "CMakeLists.txt").exists():
-        llama_tools.unpack(version, root, patched=bool(without), leave_out=without)
-    bin_dir = src / "build" / "bin"
-    if not list(bin_dir.glob("libllama.so*")) and not list(bin_dir.glob("libllama.dylib")):
-        print(f"building the {name} llama.cpp libraries once (a few minutes)", file=sys.stderr)
+        llama_tools.unpack(version, src.parents[2], patched=bool(without), leave_out=without)
+    if (built := built_before(version, without)) is None:
+        print(f"building the {src.parents[2].name} llama.cpp libraries once (a few minutes)",
+              file=sys.stderr)
         llama_tools.cmake_build(src, ("llama",))
-    return bin_dir
+        built = src / "build" / "bin"
+    return built
+
+
+def before_env(libraries: Path) -> dict[str, str]:
+    """The environment in which llama-cpp-python loads `libraries` instead of its own."""
+    return {**os.environ, "LLAMA_CPP_LIB_PATH": str(libraries),
+            "LD_LIBRARY_PATH": f"{libraries}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -57,7 +74,7 @@ def measure(args: argparse.Namespace) -> dict:
     target, ids, base = arguments.target_at_prompt(args, PROMPT)
     tokens = (ids * (max(args.sizes) // len(ids) + 1))[:max(args.sizes)]
     digest = hashlib.sha256()
-    ms = {}
+    ms, each = {}, {}
     for n in args.sizes:
         times = []
         for _ in range(5):
@@ -66,8 +83,9 @@ def measure(args: argparse.Namespace) -> dict:
             rows = target.eval(tokens[:n], n - 1 if args.last_row else 0)
             times.append(time.perf_counter() - t0)
         digest.update(b"".join(row.tobytes() for row in rows))
+        each[n] = hashlib.sha256(b"".join(row.tobytes() for row in rows)).hexdigest()
         ms[n] = statistics.median(times) * 1000
-    return {"ms": ms, "digest": digest.hexdigest()}
+    return {"ms": ms, "digest": digest.hexdigest(), "digests": each}
 
 
 def main() -> int:
@@ -80,6 +98,9 @@ def main() -> int:
     ap.add_argument("--last-row", action="store_true",
                     help="logits for the last row only, as a prompt's pass asks (default: for "
                          "every row, as a verify does)")
+    ap.add_argument("--build", action="store_true",
+                    help="build the other side's libraries (where not built yet) and stop: "
+                         "install.sh --dev does, for the patch tests' bit-for-bit check")
     ap.add_argument("--side", choices=("before", "after"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.side:
@@ -88,8 +109,10 @@ def main() -> int:
     import llama_cpp
 
     before = before_libraries(llama_cpp.__version__, args.without)
-    env_before = {**os.environ, "LLAMA_CPP_LIB_PATH": str(before),
-                  "LD_LIBRARY_PATH": f"{before}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
+    if args.build:
+        print(before)
+        return 0
+    env_before = before_env(before)
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     for r in range(args.repeats):
         for side in (("before", "after") if r % 2 == 0 else ("after", "before")):

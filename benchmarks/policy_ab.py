@@ -32,9 +32,15 @@ K_MAX = 8
 
 
 def policy_at(revision: str) -> ModuleType:
-    """specchat/engine/policy.py as it was at `revision`, loaded as a module of its own."""
-    source = subprocess.run(["git", "show", f"{revision}:specchat/engine/policy.py"],
-                            check=True, capture_output=True, text=True).stdout
+    """specchat/engine/policy.py as it was at `revision`, loaded as a module of its own (a
+    revision from the policy package on has none: compare those with benchmarks.policy_replay's
+    decisions, or with `specchat bench` at each revision)."""
+    shown = subprocess.run(["git", "show", f"{revision}:specchat/engine/policy.py"],
+                           capture_output=True, text=True)
+    if shown.returncode:
+        raise SystemExit(f"policy_ab: {revision} has no single-file policy (the policy package "
+                         "came after it): benchmarks.policy_replay compares those")
+    source = shown.stdout
     path = Path(tempfile.mkdtemp()) / "policy_at_revision.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("policy_at_revision", path)
@@ -62,7 +68,9 @@ def main() -> None:
     arms = {"none": runner.engines[0]}
     for (arm, engine), (name, module) in zip(runner.engines[1:], modules.items()):
         costs = module.CostModel()
-        costs.shape, costs.verify = engine.policy.costs.shape, dict(engine.policy.costs.verify)
+        own = getattr(costs, "machine", costs)  # a single-file policy kept them on CostModel
+        machine = engine.policy.costs.machine
+        own.shape, own.verify = machine.shape, dict(machine.verify)
         engine.policy = module.AdaptivePolicy(K_MAX, costs)
         arms[name] = (arm, engine)
     ratios: dict[tuple[str, str], list[float]] = defaultdict(list)

@@ -235,7 +235,7 @@ def speculative_engine(target: Backend, drafter: Drafter, sampling: SamplingPara
     from the verify curve timed for this target file, where `specchat models optimize` timed
     one (catalog/layout.py: `known_shape`)."""
     engine = SpeculativeEngine(target, drafter, sampling, draft_settings, rng)
-    engine.policy.costs.shape = known_shape(models_dir(), target.path, installed_build())
+    engine.policy.costs.machine.shape = known_shape(models_dir(), target.path, installed_build())
     engine.watch = CpuWatch()
     return engine
 

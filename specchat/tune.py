@@ -186,7 +186,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
             key = f"{d} {arm.policy} {arm.k}"
             if key not in engines:  # the adaptive policy starts from the curve just timed
                 engines[key] = speculative_engine(target, drafters[d], greedy, draft_settings, rng)
-                engines[key].policy.costs.shape = shape
+                engines[key].policy.costs.machine.shape = shape
             engine = engines[key]
             turn, rounds = _rounds(engine, ids[i], tokens)
             turns.setdefault(key, []).append(turn)

@@ -1,7 +1,7 @@
 """Drafters: whatever proposes the next few tokens for the target to check.
 
 All share one interface so a menu can swap them mid-conversation: `propose(committed, plan)`
-returns a `Draft`, asking the round's `Plan` (engine/policy.py) how far to draft and whether to
+returns a `Draft`, asking the round's `Plan` (engine/policy/) how far to draft and whether to
 keep each token; `release(committed)` forgets what the target refused. A model drafter keeps
 its own KV cache in step with the committed tokens; the n-gram drafter keeps an index of the
 conversation; the combined drafter takes an n-gram match when there is one and the model's draft

@@ -49,7 +49,7 @@ class DraftSettings:
     p_min: float = 0.0
     """Fixed policy: stop drafting when the draft's top probability is below this."""
     adaptive: bool = False
-    """Choose each round's draft length from measured costs and acceptance (engine/policy.py)."""
+    """Choose each round's draft length from measured costs and acceptance (engine/policy/)."""
 
     def policy(self, costs: CostModel | None = None) -> Policy:
         if self.adaptive:
@@ -275,7 +275,7 @@ class SpeculativeEngine:
             draft = replace(draft, tokens=[], q=[], conf=[], dists=None)
         t1 = clock()
         expected = self.policy.costs.expect(draft) if round_no > 0 else None
-        target_conf = self.policy.costs.target_conf
+        target_conf = self.policy.costs.reply.target_conf
         before = len(reply.ids)
         events, n_accepted, batch, confidence = self._round(round_no, committed, draft, reply)
         t2 = clock()
@@ -427,4 +427,4 @@ class SpeculativeEngine:
             return []
         n = 1 + len(draft)
         room = self.target.n_ctx - len(committed) - len(draft)
-        return draft.tokens[-1:] * max(0, min(self.policy.costs.batch_for(n) - n, room))
+        return draft.tokens[-1:] * max(0, min(self.policy.costs.machine.batch_for(n) - n, room))

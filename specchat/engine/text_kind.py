@@ -5,7 +5,7 @@ does not give. On the suite (docs/benchmark.md, "Code blocks and prose") the 0.5
 tokens stood 0.90-0.98 of the time inside ``` blocks and 0.53-0.71 outside them, while the
 target's running confidence could not tell the two apart: outside the blocks, at a running
 confidence of 0.98 or more, 0.39 stood. The policy keeps what that confidence predicts, and
-what drafting rounds brought, for each kind apart (`CostModel.at`), so refusals in prose do
+what drafting rounds brought, for each kind apart (`policy.reply.Where`), so refusals in prose do
 not hold a code block back, nor code's successes draw catch-ups into prose.
 """
 

@@ -8,8 +8,14 @@ hot-vocabulary output scores those token ids as the whole output layer does and 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
+from support.checks import missing
 
 from benchmarks.llama_params import model_params
 from specchat import llama_tools
@@ -17,6 +23,7 @@ from specchat.catalog.layout import Q4_0, system_flags
 from specchat.errors import SpecchatError
 
 llama_cpp = pytest.importorskip("llama_cpp")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_patches_apply_to_the_pinned_sdist_and_mark_it(tmp_path):
@@ -166,3 +173,33 @@ def test_a_hot_output_scores_its_rows_as_the_full_layer_and_the_rest_not_at_all(
     assert rows["hot"].shape == rows["full"].shape
     np.testing.assert_allclose(rows["hot"][:, :96], rows["full"][:, :96], rtol=1e-5, atol=1e-5)
     assert np.isneginf(rows["hot"][:, 96:]).all()
+
+
+def _unpatched() -> Path | None:
+    from benchmarks.gemm_patch import built_before
+
+    return built_before(llama_cpp.__version__, [])
+
+
+@pytest.mark.parametrize("threads", [1, 2], ids=["1-thread", "2-threads"])
+def test_a_q4_0_batch_gives_the_unpatched_kernels_bits(q4_0_file, threads):
+    """The patched repacked kernels against llama.cpp's own (the same sdist built without
+    patches/llama.cpp: install.sh --dev builds it with `python -m benchmarks.gemm_patch
+    --build`): every batch of 1 to 40 rows, the same bits, each side in its own process."""
+    from benchmarks.gemm_patch import before_env
+
+    libraries = _unpatched()
+    if libraries is None:
+        missing("llama.cpp built without specchat's patches", ".venv/bin/python -m "
+                "benchmarks.gemm_patch --build")
+    sizes = ",".join(map(str, range(1, 41)))
+    digests = {}
+    for side, env in (("before", before_env(libraries)), ("after", None)):
+        done = subprocess.run([sys.executable, "-m", "benchmarks.gemm_patch", "--side", side,
+                               "--target", str(q4_0_file), "--threads", str(threads),
+                               "--sizes", sizes], env=env, capture_output=True, text=True,
+                              timeout=240, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-2000:]
+        digests[side] = json.loads(done.stdout.strip().splitlines()[-1])["digests"]
+    differ = [n for n in digests["after"] if digests["after"][n] != digests["before"][n]]
+    assert len(digests["after"]) == 40 and differ == [], f"other bits at batch sizes {differ}"

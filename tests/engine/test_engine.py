@@ -27,7 +27,8 @@ from support.plans import PassesFor
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent, turn_of
 from specchat.engine.loop import BASELINE_EVERY, DraftSettings, GenerationSettings, SpeculativeEngine
-from specchat.engine.policy import _TARGET_CONF_EMA, FixedPolicy
+from specchat.engine.policy import FixedPolicy
+from specchat.engine.policy.reply import TARGET_CONF_EMA
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import ContextOverflowError
 
@@ -83,7 +84,7 @@ def test_a_padded_batch_leaves_no_cache_entry_and_its_rows_are_dropped(models):
     target, draft = models
     ids = prompt_ids(target, "pad the batch")
     engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=2))
-    engine.policy.costs.shape = PADDING_SHAPE
+    engine.policy.costs.machine.shape = PADDING_SHAPE
     batches: list[int] = []
     original = target._inner.eval
 
@@ -150,7 +151,7 @@ def test_each_round_reports_the_targets_running_confidence_before_it(models):
         if isinstance(e, RoundEvent):
             expected.append(running)
             for p in pending:
-                running = p if running is None else running + _TARGET_CONF_EMA * (p - running)
+                running = p if running is None else running + TARGET_CONF_EMA * (p - running)
             pending = []
         elif isinstance(e, TokenEvent) and e.kind is not TokenKind.REJECTED:
             pending.append(e.p)

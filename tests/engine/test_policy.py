@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from support.processes import specchat
 
 from specchat.engine.drafters import Draft
-from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, expected_tokens
+from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, MachineCosts, expected_tokens
 from specchat.engine.text_kind import CODE, TEXT, text_kind
 
 
@@ -26,7 +26,7 @@ def machine(verify_ms: dict[int, float], pass_ms: float = 0.0, source: str = "ng
     costs = CostModel()
     for n, ms in verify_ms.items():
         costs.observe(Draft(tokens=[0] * (n - 1)), 0, 0.0, ms / 1000, n)
-    verify_7 = costs.verify_s(7)
+    verify_7 = costs.machine.verify_s(7)
     for r in range(rounds):
         tokens = [1, 2, 3, 4, 5, 6]
         stood = next((i for i in range(6) if (r * 7 + i * 3) % 100 >= accept * 100), 6)
@@ -43,9 +43,9 @@ def target_steps(costs: CostModel, confidences: list[float]) -> None:
 
 def test_verify_cost_is_measured_where_seen_and_a_line_elsewhere():
     costs = machine({1: 80, 2: 130, 3: 180})
-    assert costs.verify_s(2) == pytest.approx(0.130)
-    assert costs.verify_s(5) > costs.verify_s(3) > costs.verify_s(1)
-    assert costs.verify_s(4) == pytest.approx(0.230)  # the line through 80, 130, 180 ms
+    assert costs.machine.verify_s(2) == pytest.approx(0.130)
+    assert costs.machine.verify_s(5) > costs.machine.verify_s(3) > costs.machine.verify_s(1)
+    assert costs.machine.verify_s(4) == pytest.approx(0.230)  # the line through 80, 130, 180 ms
 
 
 def test_adaptive_drafts_long_when_verify_is_cheap_and_drafts_stand():
@@ -146,42 +146,42 @@ Q4_0_SHAPE = (1.0, 1.9, 2.6, 1.7, 2.5, 2.9, 3.3, 3.2, 4.0)
 
 
 def test_a_known_shape_prices_the_batch_sizes_not_yet_seen():
-    costs = CostModel(shape=Q4_0_SHAPE)
+    costs = CostModel(MachineCosts(shape=Q4_0_SHAPE))
     costs.observe(Draft(), 0, 0.0, 0.040, 1)
-    assert costs.verify_s(4) == pytest.approx(0.040 * 1.7)
-    assert costs.verify_s(3) == pytest.approx(0.040 * 2.6)
+    assert costs.machine.verify_s(4) == pytest.approx(0.040 * 1.7)
+    assert costs.machine.verify_s(3) == pytest.approx(0.040 * 2.6)
     costs.observe(Draft(tokens=[1, 2, 3]), 3, 0.0, 0.050, 4)
-    assert costs.verify_s(4) == pytest.approx(0.050)  # what it measured wins
+    assert costs.machine.verify_s(4) == pytest.approx(0.050)  # what it measured wins
 
 
 def test_a_batch_is_padded_only_to_a_size_known_to_cost_less():
-    costs = CostModel(shape=Q4_0_SHAPE)
-    assert [costs.batch_for(n) for n in range(1, 10)] == [1, 4, 4, 4, 5, 6, 7, 8, 9]
+    costs = CostModel(MachineCosts(shape=Q4_0_SHAPE))
+    assert [costs.machine.batch_for(n) for n in range(1, 10)] == [1, 4, 4, 4, 5, 6, 7, 8, 9]
     costs.observe(Draft(tokens=[1, 2, 3]), 3, 0.0, 0.070, 4)  # measured: 4 rows, 70 ms
-    assert costs.check_s(3) == pytest.approx(0.070)
-    assert costs.verify_s(3) == pytest.approx(0.070 / 1.7 * 2.6)  # scaled by the shape
-    assert CostModel().batch_for(3) == 3  # no known curve: nothing to pad to
+    assert costs.machine.check_s(3) == pytest.approx(0.070)
+    assert costs.machine.verify_s(3) == pytest.approx(0.070 / 1.7 * 2.6)  # scaled by the shape
+    assert CostModel().machine.batch_for(3) == 3  # no known curve: nothing to pad to
 
 
 @given(shape=st.lists(st.floats(0.5, 6.0), min_size=1, max_size=12),
        seen=st.dictionaries(st.integers(1, 14), st.floats(0.01, 1.0), max_size=5),
        n=st.integers(1, 14))
 def test_padding_never_costs_more_and_never_pads_a_plain_step(shape, seen, n):
-    costs = CostModel(shape=tuple(shape))
-    costs.verify.update(seen)
-    m = costs.batch_for(n)
+    costs = CostModel(MachineCosts(shape=tuple(shape)))
+    costs.machine.verify.update(seen)
+    m = costs.machine.batch_for(n)
     assert n <= m <= n + 4
-    assert costs.check_s(n) <= costs.verify_s(n)
-    assert costs.batch_for(1) == 1
+    assert costs.machine.check_s(n) <= costs.machine.verify_s(n)
+    assert costs.machine.batch_for(1) == 1
     if m > n:
-        assert costs.verify_s(m) < 0.95 * costs.verify_s(n)
+        assert costs.machine.verify_s(m) < 0.95 * costs.machine.verify_s(n)
 
 
 def test_a_model_draft_grows_through_an_expensive_batch_to_a_cheap_one():
     """At 1 or 2 tokens (2 or 3 rows) the next token alone costs more than it brings (the
     rule that looks one token ahead stopped there), but going on lands on a cheap batch: the
     draft stops on 4 or 8 rows, never between."""
-    costs = CostModel(shape=Q4_0_SHAPE)
+    costs = CostModel(MachineCosts(shape=Q4_0_SHAPE))
     costs.observe(Draft(), 0, 0.0, 0.040, 1)
     for _ in range(30):
         costs.observe(Draft(tokens=[1, 2, 3], q=[1.0] * 3, conf=[0.99] * 3, source="m",
@@ -216,7 +216,7 @@ def test_a_model_far_behind_catches_up_where_the_rest_of_the_reply_pays_for_it()
     once, then the model stays in step: it starts drafting where the reply has enough tokens
     left to earn the catch-up back, and not near the end of the reply."""
     costs = machine({n: 90 + 40 * (n - 1) for n in range(1, 10)}, source="m", accept=0.9)
-    costs.pass_s["m"], costs.catchup_token_s["m"] = 0.015, 0.005
+    costs.machine.pass_s["m"], costs.machine.catchup_token_s["m"] = 0.015, 0.005
     policy = AdaptivePolicy(8, costs)
     policy.start_turn()
     target_steps(costs, [0.97, 0.97])  # the target's confidence at two positions: too few
@@ -252,14 +252,14 @@ def test_a_model_behind_catches_up_only_where_the_target_finds_the_text_predicta
     per position (mostly sure text) say drafting pays, and without probing either; yes where
     the target is sure again."""
     costs = machine({n: 90 + 40 * (n - 1) for n in range(1, 10)}, source="m", accept=0.9)
-    costs.pass_s["m"], costs.catchup_token_s["m"] = 0.015, 0.005
+    costs.machine.pass_s["m"], costs.machine.catchup_token_s["m"] = 0.015, 0.005
     unsure_then_sure(costs, 12, 30, 0.09, 0.17)
     assert costs.predicted_accept("m") > 0.9
     policy = AdaptivePolicy(8, costs)
     policy.start_turn()
     target_steps(costs, [0.6, 0.5, 0.55])
     # (fitted to rise with the confidence, the level pools with the untouched prior below it)
-    assert costs.predicted_accept("m") < 0.35 < costs.position_rate("m", 0)
+    assert costs.predicted_accept("m") < 0.35 < costs.acceptance.position_rate("m", 0)
     unsure = [policy.plan(cap=200) for _ in range(40)]
     assert all(p.k("m", True, behind=20 + r) == 0 and p.declined for r, p in enumerate(unsure))
     target_steps(costs, [0.99] * 4)
@@ -269,7 +269,7 @@ def test_a_model_behind_catches_up_only_where_the_target_finds_the_text_predicta
 def declining_model() -> CostModel:
     """Model "m" on a steep verify curve, 30% of its drafts standing: a policy declines it."""
     costs = machine({n: 80 + 60 * (n - 1) for n in range(1, 10)}, source="m", accept=0.3)
-    costs.pass_s["m"], costs.catchup_token_s["m"] = 0.015, 0.004
+    costs.machine.pass_s["m"], costs.machine.catchup_token_s["m"] = 0.015, 0.004
     return costs
 
 
@@ -298,7 +298,7 @@ def drafts_at(costs: CostModel, confidence: float, stood: list[bool],
     """Rounds of model "m", one drafted token each (verified in `verify_s`), begun where the
     target's running confidence was `confidence`: whether each round's token stood."""
     for ok in stood:
-        costs.target_conf, costs.target_conf_n = confidence, 4
+        costs.reply.target_conf, costs.reply.target_conf_n = confidence, 4
         costs.observe(Draft(tokens=[1], source="m", uses_passes=True), int(ok), 0.0, verify_s,
                       2)
 
@@ -317,7 +317,7 @@ def test_the_acceptance_predicted_from_the_target_rises_with_its_confidence(roun
     for optimistic in (False, True):
         predicted = []
         for confidence in (low, high):
-            costs.target_conf, costs.target_conf_n = confidence, 4
+            costs.reply.target_conf, costs.reply.target_conf_n = confidence, 4
             predicted.append(costs.predicted_accept("m", optimistic))
         assert predicted[0] <= predicted[1] + 1e-12
 
@@ -341,7 +341,7 @@ def test_one_refusal_at_a_level_seldom_reached_does_not_outweigh_many_that_stood
     costs = CostModel()
     drafts_at(costs, 0.92, [True] * 20)
     drafts_at(costs, 0.999, [False])
-    costs.target_conf = 0.92
+    costs.reply.target_conf = 0.92
     assert costs.predicted_accept("m") > 0.85
 
 
@@ -366,7 +366,7 @@ def test_a_model_whose_passes_often_bring_no_draft_stops_paying_for_them():
     declines before the pass; the same costs without the empty rounds still draft."""
     def policy(empty_share: float) -> AdaptivePolicy:
         costs = machine({n: 90 + 40 * (n - 1) for n in range(1, 10)}, source="m", accept=0.7)
-        costs.pass_s["m"] = 0.035
+        costs.machine.pass_s["m"] = 0.035
         for r in range(60):
             drafted = (r % 10) >= empty_share * 10
             costs.observe(Draft(tokens=[1, 2, 3] if drafted else [], source="m", uses_passes=True,
@@ -385,7 +385,7 @@ def test_empty_passes_that_come_in_runs_are_priced_after_an_empty_one():
     declines after an empty pass and drafts after one that brought a draft."""
     def policy(ends_empty: bool) -> AdaptivePolicy:
         costs = machine({n: 90 + 40 * (n - 1) for n in range(1, 10)}, source="m", accept=0.8)
-        costs.pass_s["m"] = 0.035
+        costs.machine.pass_s["m"] = 0.035
         for r in range(60):
             drafted = (r // 10) % 2 == (0 if ends_empty else 1)
             if drafted:
@@ -415,7 +415,7 @@ def test_prose_seen_to_lose_is_declined_without_a_probe_while_a_code_block_draft
     refusals in prose stop the probes there, and the same confidence in a code block, where
     drafts stood, still drafts at once."""
     costs = declining_model()
-    verify_2 = costs.verify_s(2)
+    verify_2 = costs.machine.verify_s(2)
     costs.writing(CODE)
     drafts_at(costs, 0.99, [True] * 30, verify_2)
     costs.writing(TEXT)
@@ -434,11 +434,11 @@ def test_a_pass_widened_by_guesses_is_not_priced_as_a_catch_up():
     (half a pass a token: the adaptive policy then stopped drafting on the suite's code)."""
     for widened, priced in ((False, True), (True, False)):
         costs = CostModel()
-        costs.pass_s["m"] = 0.010
+        costs.machine.pass_s["m"] = 0.010
         draft = Draft(tokens=[1, 2, 3], source="m", uses_passes=True, behind=2, catchup_s=0.015,
                       widened=widened)
         costs.observe(draft, 3, 0.015, 0.040, 4)
-        assert ("m" in costs.catchup_token_s) is priced
+        assert ("m" in costs.machine.catchup_token_s) is priced
 
 
 def test_a_drafted_token_is_priced_by_the_passes_that_drew_it():
@@ -449,7 +449,7 @@ def test_a_drafted_token_is_priced_by_the_passes_that_drew_it():
     costs = CostModel()
     costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True, catchup_s=0.010,
                         later_draws=2), 3, 0.010 + 0.012, 0.050, 4)
-    assert costs.pass_s["m"] == pytest.approx(0.006)
+    assert costs.machine.pass_s["m"] == pytest.approx(0.006)
 
 
 def test_after_a_burst_of_other_programs_the_costs_follow_the_step_as_it_is_now():
@@ -465,11 +465,36 @@ def test_after_a_burst_of_other_programs_the_costs_follow_the_step_as_it_is_now(
                           0.001 * slower, 0.045 * slower, 4)
 
     rounds(20, 1.0)
-    before = costs.verify_s(4), costs.draft_s("ngram", 3, False)
+    before = costs.machine.verify_s(4), costs.machine.draft_s("ngram", 3, False)
     rounds(10, 5.0)
     for _ in range(20):
         costs.observe(Draft(), 0, 0.0, 0.030, 1)
     # read at the burst's prices they stay 4.6 times as dear; what is left is the lag of
     # the step's own estimate while the burst began
-    assert costs.verify_s(4) < 1.5 * before[0]
-    assert costs.draft_s("ngram", 3, False) < 1.5 * before[1]
+    assert costs.machine.verify_s(4) < 1.5 * before[0]
+    assert costs.machine.draft_s("ngram", 3, False) < 1.5 * before[1]
+
+
+def test_each_part_of_the_cost_model_lives_as_long_as_it_should():
+    """The machine's costs outlive everything; acceptance outlives a conversation, as a prior of
+    a few observations (the target-confidence calibration whole); the reply's state ends with
+    the reply."""
+    from specchat.engine.policy.rates import PRIOR_WEIGHT
+
+    policy = AdaptivePolicy(8)
+    costs = policy.costs
+    for _ in range(30):
+        draft = Draft(tokens=[1, 2, 3], q=[0.9] * 3, source="m", conf=[0.9] * 3, uses_passes=True,
+                      behind=2, catchup_s=0.01, later_draws=2)
+        costs.observe(draft, 2, 0.03, 0.05, 4, [0.9, 0.8, 0.95])
+    machine, bins_at = dict(costs.machine.verify), costs.reply.where("m")
+    calibrated = max(rate.n for rate in costs.acceptance.by_target_conf[bins_at])
+    assert calibrated > PRIOR_WEIGHT
+    assert costs.reply.realized and costs.acceptance.by_position["m"][0].n > PRIOR_WEIGHT
+    policy.start_turn()
+    assert costs.reply.target_conf is None and not costs.reply.realized
+    assert costs.machine.verify == machine and costs.acceptance.by_position["m"][0].n > PRIOR_WEIGHT
+    costs.new_conversation()
+    assert costs.acceptance.by_position["m"][0].n == PRIOR_WEIGHT
+    assert max(rate.n for rate in costs.acceptance.by_target_conf[bins_at]) == calibrated
+    assert costs.machine.verify == machine

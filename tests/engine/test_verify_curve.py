@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specchat.costs import Costs
-from specchat.engine.policy import CostModel
+from specchat.engine.policy import MachineCosts
 from specchat.engine.verify_curve import PRIOR_BATCH_SLOPE, VerifyCurve
 
 CURVES = st.lists(st.floats(1.0, 50.0), min_size=2, max_size=16).map(
@@ -17,8 +17,7 @@ CURVES = st.lists(st.floats(1.0, 50.0), min_size=2, max_size=16).map(
 
 @given(curve=CURVES, n=st.integers(1, 40))
 def test_the_policy_and_the_costs_price_every_batch_alike(curve, n):
-    model = CostModel()
-    model.verify = {m: ms / 1000 for m, ms in enumerate(curve, 1)}
+    model = MachineCosts(verify={m: ms / 1000 for m, ms in enumerate(curve, 1)})
     costs = Costs(verify=curve, draft=1.0)
     assert abs(model.verify_s(n) / model.verify_s(1) - costs.steps(n)) < 1e-9
 

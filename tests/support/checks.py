@@ -82,7 +82,7 @@ def check_greedy_rule(target: RecordingBackend, drafter, ids: list[int], k: int,
     plain_events, _ = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
     spec = SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=k, adaptive=adaptive))
     if padded:
-        spec.policy.costs.shape = PADDING_SHAPE
+        spec.policy.costs.machine.shape = PADDING_SHAPE
     spec_rows = target.record()
     events, turn = run(spec, ids, max_tokens=32)
     for event in events:

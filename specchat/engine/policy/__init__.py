@@ -1,0 +1,19 @@
+"""Draft-length policies: how much to draft each round, and when to stop drafting early.
+
+On a CPU a verify batch of k+1 tokens costs well over one target step and a draft pass is not
+free, so speculation wins or loses by how much it drafts. `CostModel` (cost_model.py) learns
+while the engine runs what this machine charges (machine.py), how often each draft source is
+right (acceptance.py) and where the reply is (reply.py), and predicts every round's tokens and
+seconds. `FixedPolicy` (fixed.py) drafts k tokens and stops below a confidence `p_min`
+(llama.cpp's settings); `AdaptivePolicy` (adaptive.py) picks the length that pays best, or none,
+probing now and then (schedule.py). docs/policy.md holds the measurements behind the rules.
+"""
+
+from specchat.engine.policy.adaptive import AdaptivePolicy
+from specchat.engine.policy.cost_model import CostModel
+from specchat.engine.policy.fixed import FixedPolicy, Policy
+from specchat.engine.policy.machine import MachineCosts
+from specchat.engine.policy.rates import expected_tokens
+
+__all__ = ["AdaptivePolicy", "CostModel", "FixedPolicy", "MachineCosts", "Policy",
+           "expected_tokens"]

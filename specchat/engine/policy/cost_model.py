@@ -1,0 +1,93 @@
+"""The policy's running estimate of a round: what this machine charges (`MachineCosts`), how
+often each source is right (`Acceptance`) and where the reply is (`ReplyState`), learned from
+every finished round and read as expected tokens and seconds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from specchat.engine.policy.acceptance import Acceptance
+from specchat.engine.policy.machine import MachineCosts
+from specchat.engine.policy.rates import Yield, expected_tokens
+from specchat.engine.policy.reply import ReplyState
+from specchat.engine.types import Draft
+
+
+@dataclass
+class CostModel:
+    machine: MachineCosts = field(default_factory=MachineCosts)
+    """Kept for the models' lifetime."""
+    acceptance: Acceptance = field(default_factory=Acceptance)
+    """Kept across conversations, shrunk at each new one."""
+    reply: ReplyState = field(default_factory=ReplyState)
+    """Started again with each reply."""
+
+    def writing(self, kind: str) -> None:
+        """What the reply writes where the next round begins (the engine says, every round)."""
+        self.reply.kind = kind
+
+    def predicted_accept(self, source: str, optimistic: bool = False) -> float | None:
+        return self.acceptance.predicted(source, self.reply, optimistic)
+
+    def empty_rate(self, source: str) -> float:
+        return self.acceptance.empty_rate(source, self.reply)
+
+    def expect(self, draft: Draft) -> tuple[float, float]:
+        """(expected tokens, expected seconds) of a round that verifies `draft`."""
+        rates, machine = self.acceptance, self.machine
+        if draft.conf:
+            accept = [rates.confidence_rate(draft.source, c) for c in draft.conf]
+        else:
+            accept = [rates.position_rate(draft.source, i) for i in range(len(draft))]
+        seconds = machine.check_s(1 + len(draft))
+        if draft.drafter_ran:
+            seconds += machine.draft_s(draft.source, len(draft), draft.uses_passes, draft.behind)
+        return expected_tokens(accept), seconds
+
+    def observe(self, draft: Draft, accepted: int, draft_s: float, verify_s: float, batch: int,
+                target_conf: Sequence[float] = ()) -> None:
+        """Learn from a finished round: a verify pass of `batch` tokens (padding included; 0
+        where the pass also evaluated a backlog, a prefill, whose time is no verify cost) in
+        `verify_s`, the draft in `draft_s`, `accepted` of the draft's tokens stood, and the
+        target's top probability at each position the round committed."""
+        if batch:
+            self.machine.learn_verify(batch, verify_s)
+        source = draft.source
+        tested = min(len(draft), accepted + 1)  # tokens after the first refusal were not tested
+        if source:  # before the running confidence moves on: both key on where the round began
+            caught_up_s = self._learn_draft_costs(draft, draft_s)
+            at = self.reply.conf_bin
+            if batch and draft.drafter_ran and at is not None:
+                self.reply.realized.setdefault((self.reply.where(source), at), Yield()).add(
+                    accepted + 1, draft_s - caught_up_s + verify_s)
+            self.acceptance.observe(source, accepted, tested, draft.conf)
+        self.acceptance.observe_target_conf(source, accepted, tested, self.reply)
+        self.reply.move_confidence(target_conf)
+
+    def _learn_draft_costs(self, draft: Draft, draft_s: float) -> float:
+        """What a round's draft says of its source's costs; returns the seconds its pass spent
+        catching up beyond the round's own correction or bonus (paid once, not the round's)."""
+        source, machine = draft.source, self.machine
+        if draft.uses_passes and draft.catchup_s > 0:  # a pass ran: did it bring a draft?
+            self.acceptance.observe_pass(source, not draft.tokens, self.reply)
+        if not draft.uses_passes:
+            if draft.tokens:
+                machine.learn_pass(source, draft_s)
+            return 0.0
+        if draft.later_draws:  # seconds a token: a pass that read a guess drew several
+            machine.learn_pass(source, (draft_s - draft.catchup_s) / draft.later_draws)
+        if draft.behind > 1 and (pass_s := machine.pass_time(source)) is not None \
+                and not draft.widened:  # a widened pass's extra rows are the guesses'
+            extra = max(0.0, draft.catchup_s - pass_s) / (draft.behind - 1)
+            machine.learn_catchup(source, extra)
+            return extra * max(0, draft.behind - 2)
+        return 0.0
+
+    def new_conversation(self) -> None:
+        """Keep what the machine costs; keep acceptance only as a prior."""
+        self.acceptance.new_conversation()
+
+    def start_turn(self) -> None:
+        """A reply begins: its state starts again (the rates and costs learned stay)."""
+        self.reply = ReplyState()

@@ -1,0 +1,53 @@
+"""The policy protocol, and llama.cpp's rule: draft k tokens, stop below a confidence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from specchat.engine.policy.cost_model import CostModel
+from specchat.engine.types import Plan
+
+
+class Policy(Protocol):
+    name: str
+    costs: CostModel
+
+    def plan(self, cap: int) -> Plan: ...
+
+    def start_turn(self) -> None:
+        """A reply begins (a new message may be another kind of text)."""
+        ...
+
+
+@dataclass
+class _FixedPlan:
+    k_max: int
+    p_min: float
+    declined: bool = False
+    asked: int = 0
+
+    def k(self, source: str, uses_passes: bool, behind: int = 0) -> int:
+        self.asked = self.k_max
+        return self.k_max
+
+    def keep(self, source: str, i: int, conf: float) -> bool:
+        return conf >= self.p_min
+
+    def worth_a_pass(self, source: str, i: int) -> bool:
+        return True  # llama.cpp's rule: draft on to k unless the confidence falls below p_min
+
+
+class FixedPolicy:
+    """Draft k tokens every round, stopping below `p_min`; still predicts each round's rate."""
+
+    def __init__(self, k: int, p_min: float = 0.0, costs: CostModel | None = None) -> None:
+        self.k, self.p_min = k, p_min
+        self.name = f"fixed k={k}"
+        self.costs = costs or CostModel()
+
+    def plan(self, cap: int) -> Plan:
+        return _FixedPlan(min(self.k, cap), self.p_min)
+
+    def start_turn(self) -> None:
+        pass  # the same k every round, whatever the text

@@ -1,0 +1,101 @@
+"""Success rates that forget, tokens a second that forget, and the binning by confidence the
+acceptance estimates share (the measurements behind the constants: docs/policy.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from copy import copy
+
+DECAY = 0.97
+"""Forgetting factor per observation: an estimate follows the conversation (code, then prose)
+within a few dozen rounds."""
+PRIOR_ACCEPT, PRIOR_WEIGHT = 0.6, 2.0
+EXPLORE_BONUS = 1.0
+CONF_BINS = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995, 1.01)
+
+
+class Rate:
+    """A success rate with a prior and exponential forgetting."""
+
+    __slots__ = ("hits", "n")
+
+    def __init__(self, prior: float) -> None:
+        self.hits, self.n = prior * PRIOR_WEIGHT, PRIOR_WEIGHT
+
+    def add(self, ok: bool) -> None:
+        self.hits = self.hits * DECAY + ok
+        self.n = self.n * DECAY + 1.0
+
+    @property
+    def mean(self) -> float:
+        return self.hits / self.n
+
+    @property
+    def optimistic(self) -> float:
+        """The mean with `EXPLORE_BONUS` extra successes: high while little is known, so a
+        length gets tried before it is written off; the bonus fades as evidence comes in."""
+        return (self.hits + EXPLORE_BONUS) / (self.n + EXPLORE_BONUS)
+
+    def shrink(self) -> None:
+        """Keep the estimate, as evidence of only `PRIOR_WEIGHT` observations."""
+        self.hits, self.n = self.mean * PRIOR_WEIGHT, PRIOR_WEIGHT
+
+
+class Yield:
+    """Tokens and seconds of a source's drafting rounds, with exponential forgetting: what
+    drafting actually brought, whatever the cost model predicted."""
+
+    __slots__ = ("tokens", "seconds", "n")
+
+    def __init__(self) -> None:
+        self.tokens = self.seconds = self.n = 0.0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        self.tokens = self.tokens * DECAY + tokens
+        self.seconds = self.seconds * DECAY + seconds
+        self.n = self.n * DECAY + 1.0
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else float("inf")
+
+
+def conf_bin(conf: float) -> int:
+    return next(i for i, edge in enumerate(CONF_BINS) if conf < edge)
+
+
+def conf_rates() -> list[Rate]:
+    """One rate per confidence bin, each with the bin's upper confidence less 0.05 as prior."""
+    return [Rate(min(edge, 1.0) - 0.05) for edge in CONF_BINS]
+
+
+def monotone(bins: Sequence[Rate]) -> list[Rate]:
+    """The bins' rates fitted to rise with confidence: each pooled with its neighbours wherever
+    a lower bin shows the higher rate (pool adjacent violators, weighted by the observations),
+    so refusals where the target was 80% sure speak for less sure text too (docs/policy.md)."""
+    blocks: list[tuple[Rate, int]] = []  # a pooled rate and how many bins it covers
+    for rate in bins:
+        pooled, count = copy(rate), 1
+        while blocks and blocks[-1][0].mean > pooled.mean:
+            below, covered = blocks.pop()
+            pooled.hits += below.hits
+            pooled.n += below.n
+            count += covered
+        blocks.append((pooled, count))
+    return [pooled for pooled, count in blocks for _ in range(count)]
+
+
+def expected_tokens(accept: list[float]) -> float:
+    """Tokens a round yields when draft token i stands with probability accept[i] given the
+    ones before it stood: 1 (correction or bonus) + sum over i of P(first i+1 all stand)."""
+    total, alive = 1.0, 1.0
+    for a in accept:
+        alive *= a
+        total += alive
+    return total
+
+
+def ema(table: dict, key: object, value: float, weight: float) -> None:
+    """Move `table[key]` by `weight` towards `value` (set it where there is none)."""
+    old = table.get(key)
+    table[key] = value if old is None else old + weight * (value - old)

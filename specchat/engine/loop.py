@@ -8,32 +8,26 @@ handed out, so a consumer that stops listening (or cancels) always leaves consis
 
 from __future__ import annotations
 
-import codecs
-import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from specchat.engine import kvsync
 from specchat.engine.backend import Backend
+from specchat.engine.baseline import Baseline, ReplyClock
+from specchat.engine.committed import CommittedReply, GenerationSettings
 from specchat.engine.drafters import Drafter
 from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TokenKind
 from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, Policy
 from specchat.engine.sampling import SamplingParams, row_summary
 from specchat.engine.stats import TurnStats
 from specchat.engine.text_kind import text_kind
-from specchat.engine.types import Draft, FittedPrompt, MachineWatch
-from specchat.engine.verify import verify_greedy, verify_sampling
+from specchat.engine.types import Draft, FittedPrompt, MachineWatch, RowSummary
+from specchat.engine.verify import Verdict, verify_greedy, verify_sampling
 from specchat.errors import ContextOverflowError
-
-_MAX_CHAR_COMPLETION = 4  # extra tokens allowed so a reply never ends inside a UTF-8 character
-BASELINE_EVERY = 6
-"""Rounds between the baseline's target-only steps within a reply: timed among the reply's own
-rounds, they run under the load it runs under (a UI drawing it), not after it, when that load
-changes (the UI drawing the last rounds while the engine idles)."""
 
 FitPrompt = Callable[[Sequence[int]], FittedPrompt | None]
 """Asked with the reply's ids so far when the reply reaches the end of the context: a shorter
@@ -55,53 +49,6 @@ class DraftSettings:
         if self.adaptive:
             return AdaptivePolicy(self.k, costs)
         return FixedPolicy(self.k, self.p_min, costs)
-
-
-@dataclass
-class GenerationSettings:
-    max_tokens: int = 256
-    stop: list[str] = field(default_factory=list)
-    baseline_steps: int = 0
-    """Time this many plain target steps in a speculative turn for its speedup (the same
-    `_round` a target-only turn runs; their tokens are dropped again): one every
-    `BASELINE_EVERY` rounds, the rest after the reply at the depth where it ended; their time
-    is not the reply's. 0: no baseline is measured."""
-
-
-class _Reply:
-    """The reply as it is committed: ids, text, and the stop checks that read them."""
-
-    def __init__(self, target: Backend, settings: GenerationSettings) -> None:
-        self.target = target
-        self.settings = settings
-        self.ids: list[int] = []
-        self.text = ""
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self.stop_reason = ""
-
-    def add(self, token: int) -> str | None:
-        """Commit one token; return the text it adds, or None if it ends the reply unseen."""
-        if self.target.is_eog(token):
-            self.stop_reason = "eos"
-            return None
-        piece = self._decoder.decode(self.target.token_bytes(token))
-        self.ids.append(token)
-        scan_from = max(0, len(self.text) - max((len(s) for s in self.settings.stop), default=0))
-        self.text += piece
-        for stop in self.settings.stop:
-            at = self.text.find(stop, scan_from)
-            if at >= 0:
-                self.text = self.text[:at]
-                self.stop_reason = "stop_string"
-                return piece
-        mid_char = bool(self._decoder.getstate()[0])
-        limit = self.settings.max_tokens + (_MAX_CHAR_COMPLETION if mid_char else 0)
-        if len(self.ids) >= limit or (len(self.ids) >= self.settings.max_tokens and not mid_char):
-            self.stop_reason = "max_tokens"
-        return piece
-
-    def finish(self) -> None:
-        self.text += self._decoder.decode(b"", final=True)
 
 
 class SpeculativeEngine:
@@ -169,32 +116,21 @@ class SpeculativeEngine:
         cancel: threading.Event | None = None,
         fit_prompt: FitPrompt | None = None,
     ) -> Iterator[Event]:
-        """Yield the events of one reply to `prompt_ids`: token verdicts and a round summary per
-        round, then one turn summary. Checks `cancel` between rounds. When the reply reaches
-        the end of the context, `fit_prompt` may give a shorter prompt: the target evaluates it
-        and the reply so far again (timed, a ContextEvent says so) and the reply goes on."""
+        """Yield one reply's events: token verdicts and a summary per round, then the turn's.
+        Checks `cancel` between rounds. At the end of the context `fit_prompt` may give a
+        shorter prompt, evaluated with the reply so far (a ContextEvent), and the reply goes on."""
         settings = settings or GenerationSettings()
         if len(prompt_ids) >= self.target.n_ctx:
             raise ContextOverflowError(
                 f"the prompt has {len(prompt_ids)} tokens; the context holds {self.target.n_ctx}"
             )
-        suspended = 0.0  # time in the consumer while this generator waited at a yield, and
-        # in baseline steps: neither is the reply's
-
-        def clock() -> float:
-            """The engine's own time for the reply: a consumer that pauses (step-through mode,
-            a slow terminal) and the baseline's steps do not count against its rates."""
-            return time.perf_counter() - suspended
-
-        models = [m for m in (self.target, self.drafter.model) if m is not None]
-        # another process's CPU would count as another program's: watched only where both run
-        watch = self.watch if all(m.local for m in models) else None
-        threads = self._fit_threads(watch.begin()) if watch else None
+        watch, threads = self._begin_watch()
+        clock = ReplyClock()
         t_start = clock()
         committed = list(prompt_ids)
-        reply = _Reply(self.target, settings)
+        reply = CommittedReply(self.target, settings)
         stats = TurnStats()
-        steps: list[tuple[int, float]] = []  # (depth, seconds) of each baseline step
+        baseline = Baseline(settings, self._plain_steps_s, self.drafter.speculates)
         passes_at_start = (self.target.passes, self.drafter.passes)
         self.policy.start_turn()
         round_no = 0
@@ -204,15 +140,12 @@ class SpeculativeEngine:
                 break
             free = self.target.n_ctx - len(committed)  # draft tokens that still fit
             if free < 0:  # the last committed token cannot be evaluated any more
-                refilled = self._shift_context(reply, fit_prompt, clock)
-                if refilled is None:
+                if (refilled := self._shift_context(reply, fit_prompt, clock)) is None:
                     reply.stop_reason = "context_full"
                     break
                 committed, shift = refilled
                 stats.add_context(shift)
-                handed = time.perf_counter()
-                yield shift
-                suspended += time.perf_counter() - handed
+                yield from clock.hand_out([shift])
                 continue
             cap = 0
             if round_no > 0:  # the first token of a turn is the target's alone
@@ -220,36 +153,24 @@ class SpeculativeEngine:
             events, summary = self._draft_and_verify(round_no, committed, reply, cap, clock,
                                                      t_start)
             stats.add_round(summary)
-            events.append(summary)
             round_no += 1
-            for event in events:
-                handed = time.perf_counter()
-                yield event
-                suspended += time.perf_counter() - handed
-            if (round_no % BASELINE_EVERY == 0 and len(steps) < settings.baseline_steps
-                    and self.drafter.speculates and not reply.stop_reason
-                    and not (cancel is not None and cancel.is_set())):
-                aside = time.perf_counter()
-                steps += [(len(committed), s) for s in self._plain_steps_s(committed, 1)]
-                suspended += time.perf_counter() - aside
+            yield from clock.hand_out([*events, summary])
+            if not reply.stop_reason and not (cancel is not None and cancel.is_set()):
+                baseline.between_rounds(round_no, committed, clock)
         reply.finish()
         kvsync.release(self.target, committed)
         self.drafter.release(committed)
         wall_s = clock() - t_start
-        baseline, source, steps = self._baseline(stats, committed, settings, reply.stop_reason,
-                                                 steps)
+        rate, source = baseline.rate(stats.tokens_per_second, committed, reply.stop_reason)
         yield stats.turn_event(
-            text=reply.text, token_ids=reply.ids, prompt_ids=list(prompt_ids),
-            wall_s=wall_s,
-            target_passes=self.target.passes - passes_at_start[0] - len(steps),  # one a step
-            draft_passes=self.drafter.passes - passes_at_start[1],
-            draft=self.drafter.name, k=self.draft_settings.k, policy=self.policy.name,
-            stop_reason=reply.stop_reason, baseline=baseline, baseline_source=source,
-            others_cpu=watch.end() if watch else None,
-            baseline_steps_s=[s for _, s in steps] if baseline else [], threads=threads,
-        )
+            text=reply.text, token_ids=reply.ids, prompt_ids=list(prompt_ids), wall_s=wall_s,
+            target_passes=self.target.passes - passes_at_start[0] - len(baseline.steps),
+            draft_passes=self.drafter.passes - passes_at_start[1], draft=self.drafter.name,
+            k=self.draft_settings.k, policy=self.policy.name, stop_reason=reply.stop_reason,
+            baseline=rate, baseline_source=source, others_cpu=watch.end() if watch else None,
+            baseline_steps_s=[s for _, s in baseline.steps] if rate else [], threads=threads)
 
-    def _shift_context(self, reply: _Reply, fit_prompt: FitPrompt | None,
+    def _shift_context(self, reply: CommittedReply, fit_prompt: FitPrompt | None,
                        clock: Callable[[], float]) -> tuple[list[int], ContextEvent] | None:
         """Mid-reply at the end of the context: the shorter prompt the caller makes room with
         and the reply so far, evaluated again (timed); None where the caller makes none."""
@@ -262,7 +183,7 @@ class SpeculativeEngine:
         return committed, ContextEvent(fitted.left_out, len(fitted.prompt_ids), True, n,
                                        clock() - t0)
 
-    def _draft_and_verify(self, round_no: int, committed: list[int], reply: _Reply, cap: int,
+    def _draft_and_verify(self, round_no: int, committed: list[int], reply: CommittedReply, cap: int,
                           clock: Callable[[], float], t_start: float
                           ) -> tuple[list[Event], RoundEvent]:
         """One round: the plan, the draft (at most `cap` tokens), the verify pass, what the
@@ -292,24 +213,13 @@ class SpeculativeEngine:
         )
         return events, summary
 
-    def _baseline(self, stats: TurnStats, committed: list[int], settings: GenerationSettings,
-                  stop_reason: str, steps: list[tuple[int, float]]
-                  ) -> tuple[float | None, str, list[tuple[int, float]]]:
-        """The turn's target-only rate, what it was measured from, and every step it timed:
-        a target-only turn's own rate, else the plain steps timed in the turn (`steps`,
-        (depth, seconds) each) and the rest of `baseline_steps` timed now, at the depth the
-        turn reached."""
-        if not self.drafter.speculates and stats.tokens_per_second:
-            return stats.tokens_per_second, "this turn (target only)", steps
-        if settings.baseline_steps > 0 and stop_reason != "cancelled":
-            rest = self._plain_steps_s(committed, settings.baseline_steps - len(steps))
-            steps = steps + [(len(committed), s) for s in rest]
-            if steps:
-                low, high = min(d for d, _ in steps), max(d for d, _ in steps)
-                where = f"depth {high}" if low == high else f"depths {low}-{high}"
-                return (1.0 / statistics.median(s for _, s in steps),
-                        f"{len(steps)} target-only steps at {where}", steps)
-        return None, "not measured", steps
+    def _begin_watch(self) -> tuple[MachineWatch | None, int | None]:
+        """The turn's watch on the machine, and the target's threads it fitted the models to
+        (another process's CPU would count as another program's: watched only where both
+        models run here)."""
+        models = [m for m in (self.target, self.drafter.model) if m is not None]
+        watch = self.watch if all(m.local for m in models) else None
+        return watch, self._fit_threads(watch.begin()) if watch else None
 
     def _fit_threads(self, free: int | None) -> int | None:
         """Both models on at most `free` threads where the user left the count to specchat;
@@ -337,7 +247,7 @@ class SpeculativeEngine:
         as if the steps never ran. Fewer (none) where the context is full."""
         rng_state = self.rng.bit_generator.state
         seq = list(committed)
-        scratch = _Reply(self.target, GenerationSettings(max_tokens=n + 1))
+        scratch = CommittedReply(self.target, GenerationSettings(max_tokens=n + 1))
         times = []
         try:
             for i in range(n):  # past an end of generation too: each is one target step all the same
@@ -353,7 +263,7 @@ class SpeculativeEngine:
 
     # -- one round --------------------------------------------------------------------------
     def _round(
-        self, round_no: int, committed: list[int], draft: Draft, reply: _Reply
+        self, round_no: int, committed: list[int], draft: Draft, reply: CommittedReply
     ) -> tuple[list[Event], int, int, list[float]]:
         """Verify `draft`, commit what stands, and return the token events, how many draft
         tokens the target accepted, the verify pass's batch (padding included; 0 where it
@@ -375,6 +285,18 @@ class SpeculativeEngine:
                 return float(p_dists[i][tok])
             return float(np.exp(rows[i][tok] - summaries[i].lse))
 
+        events = self._commit(round_no, draft, verdict, summaries, p_of, committed, reply)
+        kvsync.release(self.target, committed)  # the padding's entries go with the rejected
+        self.drafter.release(committed)
+        batch = len(draft) + len(pad) + 1 if len(todo) == 1 else 0
+        confidence = [p_of(i, summaries[i].top) for i in range(verdict.n_accepted + 1)]
+        return events, verdict.n_accepted, batch, confidence
+
+    def _commit(self, round_no: int, draft: Draft, verdict: Verdict,
+                summaries: list[RowSummary], p_of: Callable[[int, int], float],
+                committed: list[int], reply: CommittedReply) -> list[Event]:
+        """Commit the draft tokens that stood and the target's own token (its correction, the
+        bonus, or a plain step's); the events of those and of each rejected draft token."""
         events: list[Event] = []
         base = len(reply.ids)
 
@@ -410,11 +332,7 @@ class SpeculativeEngine:
             else:
                 kind = TokenKind.BONUS if n == len(draft) else TokenKind.CORRECTED
             commit(n, verdict.next_token, kind, None)
-        kvsync.release(self.target, committed)  # the padding's entries go with the rejected
-        self.drafter.release(committed)
-        batch = len(draft) + len(pad) + 1 if len(todo) == 1 else 0
-        confidence = [p_of(i, summaries[i].top) for i in range(verdict.n_accepted + 1)]
-        return events, verdict.n_accepted, batch, confidence
+        return events
 
     def _padding(self, todo: list[int], draft: Draft, committed: list[int]) -> list[int]:
         """Tokens to append to a verify batch that the cost model knows a larger batch verifies

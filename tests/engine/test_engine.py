@@ -24,9 +24,10 @@ from support.checks import (
 from support.models import GREEDY, load, prompt_ids, run
 from support.plans import PassesFor
 
+from specchat.engine.baseline import BASELINE_EVERY
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent, turn_of
-from specchat.engine.loop import BASELINE_EVERY, DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.policy import FixedPolicy
 from specchat.engine.policy.reply import TARGET_CONF_EMA
 from specchat.engine.sampling import SamplingParams

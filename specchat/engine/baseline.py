@@ -1,0 +1,77 @@
+"""Measurement beside the engine: the reply's own clock, and the target-only rate its speedup
+is read against, timed among the reply's rounds and after it."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+from specchat.engine.committed import GenerationSettings
+
+BASELINE_EVERY = 6
+"""Rounds between the baseline's target-only steps within a reply: timed among the reply's own
+rounds, they run under the load it runs under (a UI drawing it), not after it, when that load
+changes (the UI drawing the last rounds while the engine idles)."""
+
+TimeSteps = Callable[[list[int], int], list[float]]
+"""Seconds of each of n plain target steps from where `committed` reached, leaving no trace."""
+
+
+class ReplyClock:
+    """The engine's own time for a reply: a consumer that pauses at a yield (step-through mode,
+    a slow terminal) and time spent aside (the baseline's steps) do not count."""
+
+    def __init__(self) -> None:
+        self.suspended = 0.0
+
+    def __call__(self) -> float:
+        return time.perf_counter() - self.suspended
+
+    @contextmanager
+    def aside(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.suspended += time.perf_counter() - start
+
+    def hand_out(self, events: Iterable) -> Iterator:
+        """Yield `events`, the consumer's time with each set aside."""
+        for event in events:
+            with self.aside():
+                yield event
+
+
+class Baseline:
+    """The target-only steps of one speculative reply, as (depth, seconds)."""
+
+    def __init__(self, settings: GenerationSettings, time_steps: TimeSteps,
+                 speculates: bool) -> None:
+        self.settings, self.time_steps, self.speculates = settings, time_steps, speculates
+        self.steps: list[tuple[int, float]] = []
+
+    def between_rounds(self, round_no: int, committed: list[int], clock: ReplyClock) -> None:
+        """Every `BASELINE_EVERY` rounds of a reply still going, one step, set aside."""
+        if (round_no % BASELINE_EVERY == 0 and self.speculates
+                and len(self.steps) < self.settings.baseline_steps):
+            with clock.aside():
+                self.steps += [(len(committed), s) for s in self.time_steps(committed, 1)]
+
+    def rate(self, own_rate: float | None, committed: list[int], stop_reason: str
+             ) -> tuple[float | None, str]:
+        """The reply's target-only rate and what it was measured from: a target-only reply's
+        own rate, else the steps timed in it and the rest of `baseline_steps` timed now, at
+        the depth it reached."""
+        if not self.speculates and own_rate:
+            return own_rate, "this turn (target only)"
+        if self.settings.baseline_steps > 0 and stop_reason != "cancelled":
+            rest = self.time_steps(committed, self.settings.baseline_steps - len(self.steps))
+            self.steps += [(len(committed), s) for s in rest]
+            if self.steps:
+                low, high = min(d for d, _ in self.steps), max(d for d, _ in self.steps)
+                where = f"depth {high}" if low == high else f"depths {low}-{high}"
+                return (1.0 / statistics.median(s for _, s in self.steps),
+                        f"{len(self.steps)} target-only steps at {where}")
+        return None, "not measured"

@@ -14,8 +14,8 @@ import numpy as np
 from gguf.quants import dequantize, quantize
 
 from benchmarks import arguments
-from specchat.backends.block_scales import q4_0_rows
 from specchat.catalog.catalog import resolve_model
+from specchat.optimize.block_scales import q4_0_rows
 
 MATRICES = ("blk.3.attn_v.weight", "blk.3.ffn_gate.weight", "blk.3.ffn_down.weight",
             "blk.20.ffn_down.weight", "output.weight")

@@ -19,11 +19,12 @@ import statistics
 from pathlib import Path
 
 from benchmarks.tools import llama_bench
-from specchat.backends.hot_vocab import copy_gguf, write_hot_draft
-from specchat.backends.quantize import quantize
 from specchat.catalog.catalog import resolve_model
+from specchat.catalog.gguf_file import copy_gguf
 from specchat.catalog.layout import Layout
 from specchat.llama_tools import build_tools
+from specchat.optimize.hot_vocab import write_hot_draft
+from specchat.optimize.quantize import quantize
 
 LOW_BIT = {"q2k-down": Layout("Q2_K", 10, "q2k-down"), "q3k-down": Layout("Q3_K_S", 11, "q3k-down")}
 """llama.cpp's ftypes: MOSTLY_Q2_K and MOSTLY_Q3_K_S, pure (every matrix the type it can take)."""

@@ -1,5 +1,5 @@
 """One attention input matrix a layer against three: a model's passes with its Q, K and V
-stacked into llama.cpp's fused `attn_qkv` (specchat/backends/fused_qkv.py, what `models
+stacked into llama.cpp's fused `attn_qkv` (specchat/optimize/fused_qkv.py, what `models
 optimize` writes) and with them apart, side by side in one process, and whether the logits are
 the same bits (a benchmark, not a test; medians of --repeats passes of each size, the two files
 in turn, the order swapped every pass).
@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import arguments
-from specchat.backends.fused_qkv import can_fuse_qkv, write_fused_qkv
 from specchat.backends.llamacpp import LlamaCppBackend
 from specchat.catalog.catalog import resolve_model
+from specchat.optimize.fused_qkv import can_fuse_qkv, write_fused_qkv
 
 SIZES = (1, 2, 3, 4, 5, 8)
 TEXT = 'def is_prime(n):\n    """Return True if n is prime."""\n    if n < 2:\n        return False\n'
@@ -34,7 +34,7 @@ def write_split_qkv(source: Path, out: Path) -> None:
     K and V heads' rows, as llama.cpp's fused path reads them)."""
     import gguf
 
-    from specchat.backends.hot_vocab import copy_gguf
+    from specchat.catalog.gguf_file import copy_gguf
 
     reader = gguf.GGUFReader(source)
     arch = str(reader.fields[gguf.Keys.General.ARCHITECTURE].contents())

@@ -182,7 +182,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_models(args: argparse.Namespace) -> int:
     if args.models_command == "optimize":  # it measures with the models: above the catalog
-        from specchat import optimize
+        from specchat.optimize import command as optimize
 
         model_thread.adopt()
         return optimize.run(args)

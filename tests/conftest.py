@@ -80,7 +80,7 @@ def kernel_line() -> str:
     """Which of llama.cpp's CPU kernels this build has, and so which of patches/llama.cpp's
     Q4_0 kernels the suite ran: 0001 and 0004-0006 on AVX2 without AVX-512, 0002 with it."""
     try:
-        from specchat.backends.quantize import system_info
+        from specchat.backends.llamacpp import system_info
     except ImportError:
         return "llama.cpp: not installed"
     flags = {name for name, on in system_flags(system_info()[0]).items() if on}

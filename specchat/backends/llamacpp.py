@@ -284,3 +284,12 @@ class LlamaCppBackend(LlamaVocab):
             self.close()
         except Exception:
             pass
+
+
+def system_info() -> tuple[str, bool]:
+    """llama.cpp's build features line and whether this machine has a GPU it runs models on
+    (not `llama_supports_gpu_offload`, which an RPC build answers yes on any machine)."""
+    from specchat.backends.rpc import local_gpus
+
+    ensure_backend()
+    return (llama_cpp.llama_print_system_info().decode("utf-8", "replace"), bool(local_gpus()))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,7 +186,7 @@ NEEDS_KEY = "specchat.needs"
 writes it): llama.cpp's own tools and a stock llama-server cannot load such a file."""
 NEEDS_HOT = "patches/llama.cpp/0003 (its output_hot tensor)"
 HOT_TENSOR = "output_hot.weight"
-"""A draft's hot-vocabulary output (backends/hot_vocab.py), which only that patch loads."""
+"""A draft's hot-vocabulary output (optimize/hot_vocab.py), which only that patch loads."""
 
 
 def needs_specchat_llama(path: Path) -> str:
@@ -199,3 +200,31 @@ def needs_specchat_llama(path: Path) -> str:
     if field is not None:
         return str(field.contents())
     return NEEDS_HOT if any(t.name == HOT_TENSOR for t in reader.tensors) else ""
+
+
+def copy_gguf(reader: Any, out: Path, tensors: Sequence[tuple[str, Any, Any]],
+              values: Mapping[str, Any] | None = None) -> None:
+    """Write a GGUF file with `reader`'s metadata (`values` in place of the keys they name, and
+    added where the reader has no such key) and `tensors`, each (name, its data as the reader
+    holds it, its GGML type)."""
+    import gguf
+
+    arch = str(reader.fields[gguf.Keys.General.ARCHITECTURE].contents())
+    writer = gguf.GGUFWriter(out, arch=arch, endianess=reader.endianess)
+    for f in reader.fields.values():
+        if f.name == gguf.Keys.General.ARCHITECTURE or f.name.startswith("GGUF."):
+            continue  # written by GGUFWriter itself
+        sub_type = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
+        value = (values or {}).get(f.name, f.contents())
+        writer.add_key_value(f.name, value, f.types[0], sub_type=sub_type)
+    for name, value in (values or {}).items():
+        if name not in reader.fields:
+            writer.add_string(name, str(value))
+    for name, data, ggml_type in tensors:
+        writer.add_tensor_info(name, data.shape, data.dtype, data.nbytes, ggml_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for _, data, _ in tensors:
+        writer.write_tensor_data(data, tensor_endianess=reader.endianess)
+    writer.close()

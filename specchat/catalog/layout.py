@@ -95,16 +95,16 @@ class Derived:
     rounding: str = ""
     """What the conversion adds: a second rounding of weights that were already quantized."""
     scales: str = ""
-    """How each block's scale was chosen: LEAST_SQUARES (backends/block_scales.py), or "" for
+    """How each block's scale was chosen: LEAST_SQUARES (optimize/block_scales.py), or "" for
     llama.cpp's quantizer alone (the files made before; `models optimize --force` makes them
     again)."""
     made_s: float = 0.0
     """Seconds the conversion took."""
     hot_tokens: int = 0
     """A draft that scores only its first this many token ids, the most frequent
-    (backends/hot_vocab.py); 0: the whole vocabulary."""
+    (optimize/hot_vocab.py); 0: the whole vocabulary."""
     fused_qkv: bool = False
-    """Each layer's Q, K and V matrices stacked into one (backends/fused_qkv.py): the same
+    """Each layer's Q, K and V matrices stacked into one (optimize/fused_qkv.py): the same
     logits, a little faster (False for the files made before: `models optimize --force`)."""
     cost: dict[str, Any] = field(default_factory=dict)
     """step_ms and verify_steps (n = 1, 2, ...) of the source and of this file, timed here."""

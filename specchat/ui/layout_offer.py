@@ -21,7 +21,7 @@ from specchat.catalog.catalog import Catalog, models_dir
 from specchat.catalog.layout import QUALITY_TOKENS, Layout, choose_layout
 from specchat.config import Config
 from specchat.errors import SpecchatError
-from specchat.optimize import Job, already_made, jobs, make
+from specchat.optimize.command import Job, already_made, jobs, make
 from specchat.settings import Settings
 
 NEVER = "never"
@@ -44,7 +44,7 @@ def layout_offer(settings: Settings) -> Offer | None:
         return None
     if Config.load().section("models").get("optimize_offer") == NEVER:
         return None
-    from specchat.backends.quantize import system_info
+    from specchat.backends.llamacpp import system_info
 
     layout, why = choose_layout(*system_info())
     if layout is None:

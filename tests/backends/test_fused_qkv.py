@@ -1,4 +1,4 @@
-"""backends/fused_qkv.py: a model whose layers' Q, K and V are stacked into llama.cpp's fused
+"""optimize/fused_qkv.py: a model whose layers' Q, K and V are stacked into llama.cpp's fused
 `attn_qkv` gives the logits of the file it came from, as F32 and in the Q4_0 layout `models
 optimize` writes (whose matrices take the repacked kernels), over a batch and a step; a graph
 that has no fused tensor is left as it is."""
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from support.tinymodels import write_tiny_mamba
 
-from specchat.backends.fused_qkv import can_fuse_qkv, write_fused_qkv
 from specchat.catalog.layout import Q4_0
+from specchat.optimize.fused_qkv import can_fuse_qkv, write_fused_qkv
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
@@ -30,7 +30,7 @@ def _logits(path, prefix: list[int], step: int) -> np.ndarray:
 
 @pytest.mark.parametrize("layout", ["F32", "Q4_0"])
 def test_stacked_q_k_v_give_the_logits_of_the_separate_matrices(tiny, tmp_path, layout):
-    from specchat.backends.quantize import quantize
+    from specchat.optimize.quantize import quantize
 
     source = tiny.target
     if layout == "Q4_0":

@@ -62,7 +62,7 @@ def test_a_patch_that_does_not_apply_is_named(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def q4_0_file(tiny, tmp_path_factory):
     """The tiny target re-laid in Q4_0 by llama.cpp's quantizer."""
-    from specchat.backends.quantize import quantize
+    from specchat.optimize.quantize import quantize
 
     out = tmp_path_factory.mktemp("q4_0") / "tiny.q4_0.gguf"
     quantize(tiny.target, out, Q4_0)
@@ -86,7 +86,7 @@ def _cpu_flags() -> set[str]:
 def test_this_build_has_the_kernels_its_patches_are_meant_for():
     """A build without the repacked kernels, or without the instruction set this CPU has, would
     leave every Q4_0 patch test green while no patched kernel ran."""
-    from specchat.backends.quantize import system_info
+    from specchat.backends.llamacpp import system_info
 
     built = {name for name, on in system_flags(system_info()[0]).items() if on}
     assert "REPACK" in built
@@ -154,12 +154,12 @@ def test_a_q4_0_step_gives_the_logits_of_the_unpacked_weights(q4_0_file):
 
 def test_a_hot_output_scores_its_rows_as_the_full_layer_and_the_rest_not_at_all(tiny, tmp_path):
     """patches/llama.cpp/0003: a Q4_0 draft with `output_hot` (what `specchat models optimize`
-    makes of a draft, backends/hot_vocab.py) scores its first token ids with the full output
+    makes of a draft, optimize/hot_vocab.py) scores its first token ids with the full output
     layer's rows, and every other id -inf. The tiny output matrix (265 rows, not a multiple of
     8) is not repacked where its 96 hot rows are, so the two take different kernels and agree to
     float rounding; the 0.5B draft's two (both repacked) gave the same bits."""
-    from specchat.backends.hot_vocab import write_hot_draft
-    from specchat.backends.quantize import quantize
+    from specchat.optimize.hot_vocab import write_hot_draft
+    from specchat.optimize.quantize import quantize
 
     full_path, hot_path = tmp_path / "tiny-draft.q4_0.gguf", tmp_path / "tiny-draft.hot.gguf"
     quantize(tiny.draft, full_path, Q4_0)

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from specchat.backends.block_scales import least_squares_q4_0, pack_q4_0, q4_0_rows, rescale
 from specchat.catalog.layout import Q4_0
+from specchat.optimize.block_scales import least_squares_q4_0, pack_q4_0, q4_0_rows, rescale
 
 Q = gguf.GGMLQuantizationType.Q4_0
 
@@ -56,7 +56,7 @@ def test_least_squares_cuts_the_error_of_a_matrix_llama_cpp_rounds():
 
 def test_a_re_laid_file_lies_closer_to_its_source_and_llama_cpp_loads_it(tiny, tmp_path):
     from specchat.backends.llamacpp import LlamaCppBackend
-    from specchat.backends.quantize import quantize as lay
+    from specchat.optimize.quantize import quantize as lay
 
     laid, out = tmp_path / "laid.gguf", tmp_path / "rescaled.gguf"
     lay(tiny.target, laid, Q4_0)

@@ -118,19 +118,20 @@ def test_a_layout_timed_beside_a_busy_machine_is_timed_again_and_not_started_fro
     """The probe faked busy once, then quiet: the file is timed again and the quiet timing
     kept; faked busy every time: the last timing is kept, marked, and the policy's starting
     curve (known_shape) leaves it out."""
-    from specchat import cpu, optimize
+    from specchat import cpu
+    from specchat.optimize import measure
     from specchat.backends.llamacpp import LlamaCppBackend
 
     model = LlamaCppBackend(tiny.target, n_ctx=512, n_threads=1)
     shares = iter([0.9, 0.05])
     monkeypatch.setattr(cpu, "others_share", lambda start, end: next(shares))
     steps: list[str] = []
-    cost = optimize.quiet_cost(model, steps.append)
+    cost = measure.quiet_cost(model, steps.append)
     assert cost["others_cpu"] == 0.05 and len(steps) == 1 and "90% of the CPU" in steps[0]
     monkeypatch.setattr(cpu, "others_share", lambda start, end: 0.9)
-    busy = optimize.quiet_cost(model, steps.append)
+    busy = measure.quiet_cost(model, steps.append)
     model.close()
-    assert busy["others_cpu"] == 0.9 and len(steps) == 1 + optimize.TIMING_TRIES - 1
+    assert busy["others_cpu"] == 0.9 and len(steps) == 1 + measure.TIMING_TRIES - 1
     models = tmp_path / "models"
     for name, timed in (("quiet", cost), ("busy", busy)):
         save_derived(models, Derived(

@@ -24,9 +24,9 @@ def real_pair() -> tuple[Path, Path]:
 def optimized_pair(real_pair, tmp_path_factory) -> tuple[Path, Path]:
     """The default pair re-laid as Q4_0 (`specchat models optimize default`'s layout on x86):
     the files that command made where it was run, else made here by the same quantizer."""
-    from specchat.backends.quantize import quantize
     from specchat.catalog.catalog import models_dir
     from specchat.catalog.layout import Q4_0
+    from specchat.optimize.quantize import quantize
 
     made = []
     for path in real_pair:

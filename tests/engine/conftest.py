@@ -20,8 +20,8 @@ def models(tiny):
 def q4_0_draft(tiny, tmp_path_factory):
     """The tiny draft re-laid as Q4_0 by llama.cpp's quantizer (`specchat models optimize`'s
     layout on x86): another rounding of the draft, the same rule."""
-    from specchat.backends.quantize import quantize
     from specchat.catalog.layout import Q4_0
+    from specchat.optimize.quantize import quantize
 
     path = tmp_path_factory.mktemp("q4_0") / "tiny-draft.cpu-q4_0.gguf"
     quantize(tiny.draft, path, Q4_0)
@@ -37,9 +37,9 @@ HOT_TINY = 128
 @pytest.fixture(scope="module")
 def hot_draft(tiny, tmp_path_factory):
     """The tiny draft scoring only its first 128 token ids (`specchat models optimize`'s draft
-    on a large vocabulary, backends/hot_vocab.py): every other logit is -inf, so it cannot
+    on a large vocabulary, optimize/hot_vocab.py): every other logit is -inf, so it cannot
     propose half the tokens the target may pick."""
-    from specchat.backends.hot_vocab import write_hot_draft
+    from specchat.optimize.hot_vocab import write_hot_draft
 
     path = tmp_path_factory.mktemp("hot") / "tiny-draft.hot.gguf"
     write_hot_draft(tiny.draft, path, HOT_TINY)

@@ -154,8 +154,8 @@ it marks that it was started."""
 def hot_draft(tiny, tmp_path):
     """The tiny draft as `models optimize` makes a draft: with output_hot, which only specchat's
     patched llama.cpp loads; the original beside it in the models folder, with its record."""
-    from specchat.backends.hot_vocab import write_hot_draft
     from specchat.catalog.layout import Derived, save_derived
+    from specchat.optimize.hot_vocab import write_hot_draft
 
     models = tmp_path / "models"
     models.mkdir()

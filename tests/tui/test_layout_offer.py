@@ -11,7 +11,7 @@ from support.pilot import SIZE, make_app, ready, until
 
 from specchat.catalog.layout import Q4_0, Derived, load_derived, save_derived
 from specchat.config import Config
-from specchat.optimize import Job, already_made
+from specchat.optimize.command import Job, already_made
 from specchat.settings import ModelOptions, Settings
 from specchat.ui.layout_offer import LayoutOfferScreen, Offer, layout_offer
 

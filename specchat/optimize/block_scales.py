@@ -115,7 +115,7 @@ def rescale(source: Path, laid: Path, out: Path, progress: Progress | None = Non
     import gguf
     from gguf.quants import dequantize
 
-    from specchat.backends.hot_vocab import copy_gguf
+    from specchat.catalog.gguf_file import copy_gguf
 
     originals = {t.name: t for t in gguf.GGUFReader(source).tensors}
     reader = gguf.GGUFReader(laid)

@@ -5,7 +5,7 @@ The layout comes from what this llama.cpp build has repacked kernels for
 (`catalog.layout.choose_layout`). The new file goes into the models folder as
 `<source>.<layout suffix>.gguf`, with a record in `derived.toml` there: its source and the
 source's quantization, the rounding it adds (for Q4_0, llama.cpp's quantizer lays the file out
-and each block's scale is then fitted by least squares: backends/block_scales.py), its SHA-256,
+and each block's scale is then fitted by least squares: optimize/block_scales.py), its SHA-256,
 and what it measured on this machine: a step and the verify batch of 1..9 tokens in steps,
 original beside optimized, and for a target, the quality it gives up (KL divergence of
 next-token distributions from the original's over the prompt suite, and which greedy replies
@@ -16,14 +16,12 @@ quality is not measured.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -35,7 +33,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from specchat import cpu, timing
+from specchat import cpu
 from specchat.bench.runner import Prompt, load_prompts
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, models_dir, resolve_model
@@ -52,15 +50,12 @@ from specchat.catalog.layout import (
 )
 from specchat.cpu import CpuWatch
 from specchat.engine.backend import Backend
-from specchat.engine.drafters import NoDrafter
-from specchat.engine.events import TurnEvent
-from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.llama_tools import installed_build
+from specchat.optimize.measure import TIMING_TRIES, pair_cost
+from specchat.optimize.quality import layout_quality
+from specchat.optimize.stages import Progress as Report
+from specchat.optimize.stages import rewrite
 from specchat.settings import ModelOptions
-
-VERIFY_SIZES = range(1, 10)
-"""Batch sizes timed for each layout: up to 9, past the 8 a draft of 7 verifies."""
-COST_PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
 
 
 @dataclass(frozen=True)
@@ -95,110 +90,10 @@ def _load(path: Path, options: ModelOptions) -> Backend:
     return model
 
 
-def layout_cost(model: Backend) -> dict[str, Any]:
-    """A step in ms and the verify batch of each size in steps, at the depth of a short chat
-    prompt, timed interleaved (timing.verify_times)."""
-    ids = model.tokenize(model.render_chat([("user", COST_PROMPT)]))
-    model.truncate(0)
-    model.eval(ids, len(ids) - 1)
-    ms = [statistics.median(t) for t in
-          timing.verify_times(model, timing.COST_REPEATS, VERIFY_SIZES)]
-    model.truncate(0)
-    return {"step_ms": round(ms[0], 2), "verify_steps": [round(v / ms[0], 3) for v in ms]}
-
-
-def greedy_reply(model: Backend, ids: list[int], tokens: int) -> list[int]:
-    model.truncate(0)
-    turn = [e for e in SpeculativeEngine(model, NoDrafter()).generate(
-        ids, GenerationSettings(max_tokens=tokens)) if isinstance(e, TurnEvent)][0]
-    model.truncate(0)
-    return turn.token_ids
-
-
-def _log_softmax(rows: np.ndarray) -> np.ndarray:
-    rows = rows.astype(np.float64)
-    top = rows.max(axis=1, keepdims=True)
-    return rows - top - np.log(np.exp(rows - top).sum(axis=1, keepdims=True))
-
-
-def next_token_logprobs(model: Backend, ids: list[int], reply: list[int]) -> np.ndarray:
-    """Log-probabilities of the next token at every position of `reply` after `ids`."""
-    model.truncate(0)
-    rows = model.eval(ids + reply[:-1], len(ids) - 1)
-    model.truncate(0)
-    return _log_softmax(rows)
-
-
-def kl_rows(p_log: np.ndarray, q_log: np.ndarray) -> np.ndarray:
-    """KL(P || Q) in nats for each row of log-probabilities."""
-    return (np.exp(p_log) * (p_log - q_log)).sum(axis=1)
-
-
-def layout_quality(source: Backend, derived: Backend, prompts: Sequence[Prompt], tokens: int,
-                   step: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """What the derived target gives up against its source over `prompts`: the KL divergence
-    of the next-token distributions along the source's greedy reply, how often the top token
-    differs there, and which greedy replies change and at which token."""
-    kls: list[float] = []
-    top_same = 0
-    changed = []
-    for p in prompts:
-        ids = source.tokenize(source.render_chat([("user", p.text)]))
-        a, b = greedy_reply(source, ids, tokens), greedy_reply(derived, ids, tokens)
-        if a != b:
-            at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-            changed.append({"prompt": f"{p.category}/{p.name}", "at": at})
-        if a:
-            p_log, q_log = next_token_logprobs(source, ids, a), next_token_logprobs(derived, ids, a)
-            kls += kl_rows(p_log, q_log).tolist()
-            top_same += int((p_log.argmax(axis=1) == q_log.argmax(axis=1)).sum())
-        step(f"quality: {p.category}/{p.name}")
-    return {"prompts": len(prompts), "tokens": tokens, "positions": len(kls),
-            "kl_mean": round(float(np.mean(kls)), 5) if kls else None,
-            "kl_p99": round(float(np.percentile(kls, 99)), 5) if kls else None,
-            "top1_same": round(top_same / len(kls), 4) if kls else None,
-            "replies_changed": len(changed), "changed": changed}
-
-
-Report = Callable[[str, int, int | None], None]
-"""Called with what is being done, how far, and of how much (None: not known yet)."""
 
 
 def _quiet(stage: str, done: int, total: int | None) -> None:
     pass
-
-
-TIMING_TRIES = 3
-"""Timings of one file while other programs take BUSY_SHARE of the CPU or more, before the last
-one is kept as it is (and marked, so the policy does not start from it)."""
-
-
-def quiet_cost(model: Backend, step: Callable[[str], None]) -> dict[str, Any]:
-    """`layout_cost` timed again while other programs took BUSY_SHARE of the CPU or more (up to
-    TIMING_TRIES times), with the share they took while the kept timing ran (`others_cpu`):
-    a curve timed beside another program's load is that load's, not this machine's."""
-    for attempt in range(1, TIMING_TRIES + 1):
-        start = cpu.sample()
-        cost = layout_cost(model)
-        share = cpu.others_share(start, cpu.sample())
-        if share is None:  # too short a span to judge
-            break
-        cost["others_cpu"] = round(share, 3)
-        if share < cpu.BUSY_SHARE:
-            break
-        if attempt < TIMING_TRIES:
-            step(f"other programs used {share:.0%} of the CPU; timing again")
-    return cost
-
-
-def pair_cost(source: Backend, derived: Backend, step: Callable[[str], None]) -> dict[str, Any]:
-    """Both files timed on a quiet machine where it can be (`quiet_cost`), with the llama.cpp
-    build that timed them (the cost of a batch is the build's kernels as much as the layout's)."""
-    step("timing the original")
-    cost: dict[str, Any] = {"build": installed_build(), "source": quiet_cost(source, step)}
-    step("timing the optimized")
-    cost["derived"] = quiet_cost(derived, step)
-    return cost
 
 
 def retime(job: Job, known: Derived, dest: Path, options: ModelOptions,
@@ -228,40 +123,16 @@ def already_made(job: Job, layout: Layout, dest: Path) -> Derived | None:
 
 def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: Sequence[Prompt],
          tokens: int, report: Report = _quiet) -> Derived:
-    """Re-lay one model, hash it, measure it against its source, and record it."""
-    from specchat.backends.block_scales import rescale
-    from specchat.backends.fused_qkv import can_fuse_qkv, write_fused_qkv
-    from specchat.backends.hot_vocab import HOT_TOKENS, can_score_hot, write_hot_draft
-    from specchat.backends.quantize import quantize
-
+    """Re-lay one model (optimize/stages.py), hash it, measure it against its source, and
+    record it."""
     name = f"{job.path.stem}.{layout.suffix}"
     out = dest / f"{name}.gguf"
     source_info = compat.header(job.path)
     dest.mkdir(parents=True, exist_ok=True)
-    partial = out.with_suffix(".gguf.partial")
     t0 = time.perf_counter()
-    quantize(job.path, partial, layout,
-             lambda done, total: report(f"{name}: {layout.name}", done, total))
-    fit_scales = layout == Q4_0  # the same bytes, closer to the source at the same speed
-    if fit_scales:
-        fitted = partial.with_suffix(".scaled")
-        rescale(job.path, partial, fitted,
-                lambda done, total: report(f"{name}: block scales by least squares", done, total))
-        fitted.replace(partial)
-    hot_tokens = HOT_TOKENS if job.role == "draft" and can_score_hot(partial) else 0
-    if hot_tokens:  # a draft's proposals are verified over the whole vocabulary: lossless
-        report(f"{name}: scoring the {hot_tokens} most frequent tokens", 0, None)
-        hot = partial.with_suffix(".hot")
-        write_hot_draft(partial, hot, hot_tokens)
-        hot.replace(partial)
-    fused_qkv = can_fuse_qkv(partial)
-    if fused_qkv:  # one product a layer where there were three, on the same rows: the same bits
-        report(f"{name}: one attention input matrix a layer", 0, None)
-        stacked = partial.with_suffix(".qkv")
-        write_fused_qkv(partial, stacked)
-        stacked.replace(partial)
+    made = rewrite(job.path, layout, job.role, out,
+                   lambda text, n, total: report(f"{name}: {text}", n, total))
     made_s = time.perf_counter() - t0
-    partial.replace(out)
     report(f"{name}: SHA-256", 0, None)
     digest = sha256_file(out)
     steps = 2 + (len(prompts) if job.role != "draft" else 0)
@@ -288,10 +159,10 @@ def make(job: Job, layout: Layout, dest: Path, options: ModelOptions, prompts: S
         size=out.stat().st_size, sha256=digest, role=job.role,
         rounding=f"every matrix {source_info.quantization} → {layout.name}: a second rounding "
                  "of weights that were already quantized"
-                 + (", each block's scale fitted by least squares" if fit_scales else ""),
-        scales=LEAST_SQUARES if fit_scales else "",
-        made_s=round(made_s, 1), cost=cost, quality=quality, hot_tokens=hot_tokens,
-        fused_qkv=fused_qkv)
+                 + (", each block's scale fitted by least squares" if made.fitted_scales else ""),
+        scales=LEAST_SQUARES if made.fitted_scales else "",
+        made_s=round(made_s, 1), cost=cost, quality=quality, hot_tokens=made.hot_tokens,
+        fused_qkv=made.fused_qkv)
     save_derived(dest, record)
     return record
 
@@ -320,9 +191,9 @@ def _steps(cost: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specchat.backends.fused_qkv import can_fuse_qkv
-    from specchat.backends.quantize import system_info
+    from specchat.backends.llamacpp import system_info
     from specchat.loading import require_llama_cpp
+    from specchat.optimize.fused_qkv import can_fuse_qkv
 
     require_llama_cpp()
     console = Console(highlight=False)

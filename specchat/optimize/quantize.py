@@ -22,18 +22,6 @@ Progress = Callable[[int, int], None]
 """Called with (tensors done, tensors in all)."""
 
 
-def system_info() -> tuple[str, bool]:
-    """llama.cpp's build features line and whether this machine has a GPU it runs models on
-    (not `llama_supports_gpu_offload`, which an RPC build answers yes on any machine)."""
-    import llama_cpp
-
-    from specchat.backends.llamacpp import ensure_backend
-    from specchat.backends.rpc import local_gpus
-
-    ensure_backend()
-    return (llama_cpp.llama_print_system_info().decode("utf-8", "replace"), bool(local_gpus()))
-
-
 def quantize(source: Path, out: Path, layout: Layout, progress: Progress | None = None,
              threads: int = 0) -> None:
     """Write `source` re-laid in `layout` to `out`; ModelFileError naming the file if

@@ -53,7 +53,7 @@ def write_fused_qkv(source: Path, out: Path) -> None:
     import gguf
     import numpy as np
 
-    from specchat.backends.hot_vocab import copy_gguf
+    from specchat.catalog.gguf_file import copy_gguf
 
     reader = gguf.GGUFReader(source)
     groups = _groups(reader)

@@ -20,11 +20,9 @@ are the full layer's: the same bits for the Q4_0 0.5B, whose two matrices take t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from specchat.catalog.gguf_file import HOT_TENSOR, NEEDS_HOT, NEEDS_KEY
+from specchat.catalog.gguf_file import HOT_TENSOR, NEEDS_HOT, NEEDS_KEY, copy_gguf
 
 HOT_TOKENS = 65536
 """Token ids a draft scores: a multiple of 16 (the x86 Q4_0 kernels take 8 or 16 rows a pass).
@@ -57,31 +55,3 @@ def write_hot_draft(source: Path, out: Path, n_hot: int = HOT_TOKENS) -> None:
     copy_gguf(reader, out, [(t.name, t.data, t.tensor_type) for t in reader.tensors]
               + [(HOT_TENSOR, output.data[:n_hot], output.tensor_type)],
               {NEEDS_KEY: NEEDS_HOT})
-
-
-def copy_gguf(reader: Any, out: Path, tensors: Sequence[tuple[str, Any, Any]],
-              values: Mapping[str, Any] | None = None) -> None:
-    """Write a GGUF file with `reader`'s metadata (`values` in place of the keys they name, and
-    added where the reader has no such key) and `tensors`, each (name, its data as the reader
-    holds it, its GGML type)."""
-    import gguf
-
-    arch = str(reader.fields[gguf.Keys.General.ARCHITECTURE].contents())
-    writer = gguf.GGUFWriter(out, arch=arch, endianess=reader.endianess)
-    for f in reader.fields.values():
-        if f.name == gguf.Keys.General.ARCHITECTURE or f.name.startswith("GGUF."):
-            continue  # written by GGUFWriter itself
-        sub_type = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
-        value = (values or {}).get(f.name, f.contents())
-        writer.add_key_value(f.name, value, f.types[0], sub_type=sub_type)
-    for name, value in (values or {}).items():
-        if name not in reader.fields:
-            writer.add_string(name, str(value))
-    for name, data, ggml_type in tensors:
-        writer.add_tensor_info(name, data.shape, data.dtype, data.nbytes, ggml_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for _, data, _ in tensors:
-        writer.write_tensor_data(data, tensor_endianess=reader.endianess)
-    writer.close()

@@ -116,9 +116,9 @@ fi
 # One wheel per llama-cpp-python version, build flags and patches, kept between installs (the
 # build takes 7-8 minutes on two cores). pip's own wheel cache is bypassed: it keys on the sdist
 # alone and would hand back a wheel built with other CMAKE_ARGS. The wheel is built from the
-# sdist with patches/llama.cpp applied (specchat.llama_tools unpacks and patches it, and builds
+# sdist with patches/llama.cpp applied (specchat.native.llama_tools unpacks and patches it, and builds
 # llama.cpp's tools from the same source).
-patches=$("$py" -m specchat.llama_tools key)
+patches=$("$py" -m specchat.native.llama_tools key)
 key=$(printf '%s %s %s %s' "$LLAMA_CPP_PYTHON" "$CMAKE_ARGS" "$("$py" -c 'import sys;print(sys.version_info[:2])')" "$patches" | sha256sum | cut -c1-16)
 cache="$(wheels)/$key"
 wheel=$(ls "$cache"/llama_cpp_python-*.whl 2>/dev/null | head -n1 || true)
@@ -127,13 +127,13 @@ if [ -z "$wheel" ]; then
   mkdir -p "$cache"
   src=$(mktemp -d)
   trap 'rm -rf "$src"' EXIT
-  root=$("$py" -m specchat.llama_tools unpack "$LLAMA_CPP_PYTHON" "$src")
+  root=$("$py" -m specchat.native.llama_tools unpack "$LLAMA_CPP_PYTHON" "$src")
   CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}" \
     "$py" -m pip wheel --quiet --no-cache-dir --no-deps -w "$cache" "$root"
   wheel=$(ls "$cache"/llama_cpp_python-*.whl | head -n1)
 fi
 "$py" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
-"$py" -m specchat.llama_tools mark "$patches"  # what the app's timings are kept with
+"$py" -m specchat.native.llama_tools mark "$patches"  # what the app's timings are kept with
 "$py" -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
 echo "specchat installed in $venv (llama.cpp: $accel)"
 

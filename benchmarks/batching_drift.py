@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.llama_params import model_params
-from specchat import model_thread
 from specchat.backends.llamacpp import LlamaCppBackend
 from specchat.engine.compare import batching_gap_drift
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import turn_of
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
+from specchat.native import model_thread
 
 PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding",
            "def fibonacci(n):", "Write a haiku about the sea."]

@@ -22,7 +22,7 @@ from benchmarks.tools import llama_bench
 from specchat.catalog.catalog import resolve_model
 from specchat.catalog.gguf_file import copy_gguf
 from specchat.catalog.layout import Layout
-from specchat.llama_tools import build_tools
+from specchat.native.llama_tools import build_tools
 from specchat.optimize.hot_vocab import write_hot_draft
 from specchat.optimize.quantize import quantize
 

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from benchmarks import arguments
-from specchat import llama_tools
+from specchat.native import llama_tools
 
 SIZES = (1, 2, 3, 4, 5, 8, 9, 12)
 PROMPT = "Write a Python module that implements a binary search tree with insert and delete."

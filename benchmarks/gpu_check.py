@@ -45,13 +45,14 @@ from typing import Any
 import numpy as np
 
 from benchmarks.random_models import QWEN_05B, QWEN_7B, SMALL_DRAFT, SMALL_TARGET, Shape
-from specchat import model_thread, timing
+from specchat import timing
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import ModelDrafter, NoDrafter
 from specchat.engine.events import RoundEvent, TurnEvent, turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.policy import expected_tokens
 from specchat.engine.sampling import SamplingParams
+from specchat.native import model_thread
 
 ACCEPT_CPU = [0.824, 0.812, 0.820, 0.857, 0.895, 0.925, 0.919, 0.947]
 """Conditional acceptance at draft positions 1..8 of the default pair (Qwen2.5-Coder 1.5B

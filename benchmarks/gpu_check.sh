@@ -87,7 +87,7 @@ if [ "$build" != 0 ]; then
   limit=$(( $(left) - 300 ))  # what the probes, tests and measurements need after it
   say "building llama.cpp's libraries, llama-bench and llama-speculative-simple: $cmake_args (limit ${limit}s)"
   t0=$SECONDS
-  if [ "$limit" -gt 60 ] && bin=$(CMAKE_ARGS="$cmake_args" timeout "$limit" "$py" -m specchat.llama_tools \
+  if [ "$limit" -gt 60 ] && bin=$(CMAKE_ARGS="$cmake_args" timeout "$limit" "$py" -m specchat.native.llama_tools \
        build "$v" llama ggml llama-bench llama-speculative-simple); then
     build_status=ok
     # what a wheel of llama-cpp-python holds, from the same tree: its Python package, the
@@ -104,7 +104,7 @@ if [ "$build" != 0 ]; then
     # background on a quarter of the cores while the probes and tests run
     n=$(nproc); pin=(); command -v taskset >/dev/null && [ "$n" -ge 8 ] && pin=(taskset -c "$((n * 3 / 4))-$((n - 1))")
     CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$(( n >= 8 ? n / 4 : n )) nice -n 10 "${pin[@]}" \
-      timeout 500 "$py" -m specchat.llama_tools build "$v" llama-server > "$src/server-build.out" 2>&1 &
+      timeout 500 "$py" -m specchat.native.llama_tools build "$v" llama-server > "$src/server-build.out" 2>&1 &
     server_build=$!
   else
     build_status="failed, or cut at ${limit}s"

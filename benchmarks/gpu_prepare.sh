@@ -16,7 +16,7 @@ py="${PYTHON:-python3}"
 mkdir -p "$dir/wheels"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-root=$("$py" -m specchat.llama_tools unpack "$version" "$work")  # patched, as install.sh's wheel
+root=$("$py" -m specchat.native.llama_tools unpack "$version" "$work")  # patched, as install.sh's wheel
 v="$root/vendor/llama.cpp"
 # what a CUDA (or CPU) build of llama.cpp, its tools and the Python package never reads: docs,
 # tests, the vocabulary files of llama.cpp's tests, converters, every other GPU backend, the web

@@ -1,4 +1,4 @@
-"""What running every llama.cpp pass on one thread buys (specchat/model_thread.py), side by
+"""What running every llama.cpp pass on one thread buys (specchat/native/model_thread.py), side by
 side in one run: target-only turns of the default target, each started on a thread of its own
 as the app's workers and `specchat chat` start them, with the passes handed to the model thread
 (`eval`, what specchat does) or run on the turn's own thread (the backend's `_eval`, what it

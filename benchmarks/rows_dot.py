@@ -31,7 +31,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from specchat import llama_tools
+from specchat.native import llama_tools
 
 KERNELS = Path(__file__).with_name("kernels")
 HARNESS = KERNELS / "rows_dot_harness.cpp"

@@ -1,4 +1,4 @@
-"""llama.cpp's own tools beside specchat (built by specchat.llama_tools), their results parsed;
+"""llama.cpp's own tools beside specchat (built by specchat.native.llama_tools), their results parsed;
 and the one helper that writes a benchmark's table into a doc.
 
     python -m benchmarks.tools llama-server     build the named tools, print where they are
@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from specchat.llama_tools import TOOLS, build_tools
+from specchat.native.llama_tools import TOOLS, build_tools
 
 ROOT = Path(__file__).resolve().parents[1]
 

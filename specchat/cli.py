@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from specchat import model_thread
 from specchat import settings as settings_schema
 from specchat.engine.events import Event
 from specchat.errors import SpecchatError
+from specchat.native import model_thread
 from specchat.settings import Settings
 
 if TYPE_CHECKING:

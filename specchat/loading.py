@@ -30,7 +30,7 @@ from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.text_drafter import TextDrafter, round_trips
 from specchat.errors import CacheTruncationError, IncompatibleDraftError, SpecchatError
-from specchat.llama_tools import installed_build
+from specchat.native.llama_tools import installed_build
 from specchat.settings import BACKENDS, ModelOptions, Settings
 
 NEEDS_LLAMA_CPP = ("models loaded here need llama-cpp-python, which this install leaves out: run "

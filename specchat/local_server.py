@@ -16,11 +16,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specchat import llama_tools
 from specchat.catalog.catalog import resolve_model
 from specchat.engine.drafters import NO_DRAFT
 from specchat.errors import SpecchatError
 from specchat.exposure import check_host
+from specchat.native import llama_tools
 
 READY_S = 600.0
 """How long a server may take to load its models (a large target from a slow disk)."""

@@ -40,7 +40,7 @@ from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeE
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import paired_speedup_interval
 from specchat.errors import SpecchatError
-from specchat.llama_tools import installed_build
+from specchat.native.llama_tools import installed_build
 from specchat.render import table_console
 from specchat.settings import Settings
 from specchat.wording import speedup_text

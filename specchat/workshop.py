@@ -15,9 +15,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
-from specchat import llama_tools, local_server
+from specchat import local_server
 from specchat.errors import SpecchatError
 from specchat.exposure import is_loopback
+from specchat.native import llama_tools
 from specchat.settings import Settings
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
-from specchat import model_thread
 from specchat.backends import rpc as rpc_servers
 from specchat.catalog.gguf_file import read_gguf
 from specchat.cpu import default_threads
 from specchat.errors import CacheTruncationError, ContextOverflowError, DecodeError, ModelFileError
+from specchat.native import model_thread
 
 _SEQ = 0
 _init_lock = threading.Lock()
@@ -208,7 +208,7 @@ class LlamaCppBackend(LlamaVocab):
 
     # -- evaluation -------------------------------------------------------------------------
     def eval(self, tokens: Sequence[int], logits_from: int) -> np.ndarray:
-        """The passes on the process's llama thread (specchat/model_thread.py says why)."""
+        """The passes on the process's llama thread (specchat/native/model_thread.py says why)."""
         return model_thread.call(lambda: self._eval(tokens, logits_from))
 
     def _eval(self, tokens: Sequence[int], logits_from: int) -> np.ndarray:

@@ -10,12 +10,12 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 
-from specchat import model_thread
 from specchat.engine.events import Event
+from specchat.native import model_thread
 
 
 def in_worker(turn: Callable[[threading.Event], Iterator[Event]]) -> Iterator[Event]:
-    """Run a turn on the model thread (specchat/model_thread.py: every pass on one thread, or
+    """Run a turn on the model thread (specchat/native/model_thread.py: every pass on one thread, or
     llama.cpp slows down), its events yielded here. Ctrl-C sets its cancel flag, and the
     engine ends the turn cleanly after the round in flight (caches consistent, reply kept). Ctrl-C is taken by a
     signal handler for the whole turn, so it stops the reply whatever the main thread is doing

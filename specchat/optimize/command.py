@@ -50,7 +50,7 @@ from specchat.catalog.layout import (
 )
 from specchat.cpu import CpuWatch
 from specchat.engine.backend import Backend
-from specchat.llama_tools import installed_build
+from specchat.native.llama_tools import installed_build
 from specchat.optimize.measure import TIMING_TRIES, pair_cost
 from specchat.optimize.quality import layout_quality
 from specchat.optimize.stages import Progress as Report

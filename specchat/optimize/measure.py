@@ -9,7 +9,7 @@ from typing import Any
 
 from specchat import cpu, timing
 from specchat.engine.backend import Backend
-from specchat.llama_tools import installed_build
+from specchat.native.llama_tools import installed_build
 
 VERIFY_SIZES = range(1, 10)
 """Batch sizes timed for each layout: up to 9, past the 8 a draft of 7 verifies."""

@@ -20,11 +20,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
-from specchat import cpu, model_thread
+from specchat import cpu
 from specchat.costs import Costs, MeasuredTurn, best_k, break_even, check_turn, speedup
 from specchat.engine.loop import SpeculativeEngine
 from specchat.errors import SpecchatError
 from specchat.keeper import ModelKeeper
+from specchat.native import model_thread
 from specchat.timing import COST_REPEATS
 from specchat.ui.messages import CostsMeasured
 

@@ -12,12 +12,12 @@ import time
 from textual import work
 from textual.widget import Widget
 
-from specchat import model_thread
 from specchat.chat.state import ChatState
 from specchat.engine.events import RoundEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.errors import SpecchatError
 from specchat.keeper import ModelKeeper
+from specchat.native import model_thread
 from specchat.trace import Trace
 from specchat.ui.messages import EventBatch, RaceReady, StatusLine, WorkerFailed
 from specchat.ui.pacing import StepGate, round_batches
@@ -58,7 +58,7 @@ class TurnRunner(Widget):
 
     @work(thread=True, exclusive=True, group="turn")
     def reply(self, chat: ChatState, text: str, generation: GenerationSettings) -> None:
-        """The turn runs on the model thread whole (specchat/model_thread.py), this worker
+        """The turn runs on the model thread whole (specchat/native/model_thread.py), this worker
         waiting for it: its passes are not handed over one by one."""
         model_thread.call(lambda: self._reply(chat, text, generation))
 

@@ -18,9 +18,9 @@ import pytest
 from support.checks import missing
 
 from benchmarks.llama_params import model_params
-from specchat import llama_tools
 from specchat.catalog.layout import Q4_0, system_flags
 from specchat.errors import SpecchatError
+from specchat.native import llama_tools
 
 llama_cpp = pytest.importorskip("llama_cpp")
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Every llama.cpp pass of the process on one thread, whoever asks (specchat/model_thread.py):
+"""Every llama.cpp pass of the process on one thread, whoever asks (specchat/native/model_thread.py):
 libgomp slows a model evaluated from a second thread by a third."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from support.models import load, prompt_ids
 
-from specchat import model_thread
 from specchat.chat.worker import in_worker
 from specchat.errors import ContextOverflowError
+from specchat.native import model_thread
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def test_a_line_chat_turn_left_unread_is_stopped_so_the_model_thread_is_free_aga
 ADOPTING = """
 import json, sys, threading
 import llama_cpp
-from specchat import model_thread
+from specchat.native import model_thread
 from specchat.backends.llamacpp import LlamaCppBackend
 
 model_thread.adopt()

@@ -10,7 +10,7 @@ import pytest
 from support.processes import specchat
 
 from specchat.cpu import BUSY_SHARE
-from specchat.llama_tools import installed_build
+from specchat.native.llama_tools import installed_build
 from specchat.tune import Arm
 from specchat.ui.model_menu import draft_choices
 

@@ -14,7 +14,7 @@ from specchat.catalog.catalog import Catalog, CatalogModel, resolve_model
 from specchat.catalog.fetch import sha256_file
 from specchat.catalog.layout import Derived, choose_layout, known_shape, save_derived
 from specchat.config import Config
-from specchat.llama_tools import installed_build
+from specchat.native.llama_tools import installed_build
 
 X86_AVX2 = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | REPACK = 1 |"
 X86_AVX512 = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 1 | REPACK = 1 |"
@@ -119,8 +119,8 @@ def test_a_layout_timed_beside_a_busy_machine_is_timed_again_and_not_started_fro
     kept; faked busy every time: the last timing is kept, marked, and the policy's starting
     curve (known_shape) leaves it out."""
     from specchat import cpu
-    from specchat.optimize import measure
     from specchat.backends.llamacpp import LlamaCppBackend
+    from specchat.optimize import measure
 
     model = LlamaCppBackend(tiny.target, n_ctx=512, n_threads=1)
     shares = iter([0.9, 0.05])

@@ -131,7 +131,7 @@ def llama_server_binary() -> Path | None:
     source (`./install.sh --dev` builds it), or $SPECCHAT_LLAMA_SERVER."""
     if os.environ.get("SPECCHAT_LLAMA_SERVER"):
         return Path(os.environ["SPECCHAT_LLAMA_SERVER"])
-    from specchat.llama_tools import built
+    from specchat.native.llama_tools import built
 
     folder = built(("llama-server",))
     return folder / "llama-server" if folder else None

@@ -10,11 +10,11 @@ from support.checks import assert_same_up_to_a_near_tie, calibrated_near_tie, ta
 from support.models import load
 from support.pilot import SIZE, make_app, ready, run_async, say, until
 
-from specchat import model_thread
 from specchat.chat.history import HistoryStore
 from specchat.config import Config
 from specchat.engine.drafters import Draft
 from specchat.engine.events import TokenKind
+from specchat.native import model_thread
 from specchat.settings import Settings
 from specchat.ui.app import SpecchatApp
 from specchat.ui.launch import Launch

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from specchat.errors import SpecchatError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PATCHES = ROOT / "patches" / "llama.cpp"
 PATCHED = "specchat-patches"
 """A file in an unpacked sdist naming the patches applied to it (their key)."""
@@ -228,7 +228,7 @@ def main(argv: list[str]) -> int:
     elif argv[:1] == ["build"] and len(argv) >= 3:
         print(cmake_build(Path(argv[1]), tuple(argv[2:])))
     else:
-        print("usage: python -m specchat.llama_tools key | unpack VERSION DIR | mark KEY | "
+        print("usage: python -m specchat.native.llama_tools key | unpack VERSION DIR | mark KEY | "
               "build SRC TARGET...", file=sys.stderr)
         return 2
     return 0

@@ -28,7 +28,7 @@ from specchat.chat.history import HistoryStore
 from specchat.settings import DraftOptions, SamplingOptions, Settings
 from specchat.ui.app import SpecchatApp
 from specchat.ui.launch import Launch
-from specchat.ui.widgets import PromptInput
+from specchat.ui.widgets.prompt_input import PromptInput
 
 PROMPT = "Write a Python function that parses an ISO 8601 date string, with a docstring."
 

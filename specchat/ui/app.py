@@ -17,11 +17,11 @@ from specchat.chat.history import HistoryStore
 from specchat.config import Config
 from specchat.keeper import ModelKeeper
 from specchat.settings import Settings
-from specchat.ui.chat_screen import ChatScreen
-from specchat.ui.costs_screen import CostsScreen
+from specchat.ui.chat.chat_screen import ChatScreen
 from specchat.ui.launch import Launch
-from specchat.ui.race_screen import RaceScreen
-from specchat.ui.settings_screen import FormValues, SettingsScreen
+from specchat.ui.screens.costs_screen import CostsScreen
+from specchat.ui.screens.race_screen import RaceScreen
+from specchat.ui.screens.settings_screen import FormValues, SettingsScreen
 from specchat.ui.slides import DEFAULT_DIR, write_slide
 from specchat.ui.theming import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_themes
 

@@ -18,7 +18,7 @@ from specchat.errors import SpecchatError
 from specchat.trace import Trace
 from specchat.ui.app import SpecchatApp
 from specchat.ui.launch import Launch
-from specchat.ui.race_screen import LanePanel, RaceScreen
+from specchat.ui.screens.race_screen import LanePanel, RaceScreen
 from specchat.ui.slides import file_name, trace_slides, write_slide
 from specchat.ui.theming import load_themes
 

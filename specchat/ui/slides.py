@@ -21,8 +21,7 @@ from rich.text import Text
 from textual.theme import Theme
 
 from specchat.engine.events import Event, TokenEvent, TokenKind, TurnEvent
-from specchat.ui.theming import DEFAULT_TOKEN_COLOURS, TOKEN_VARIABLES
-from specchat.ui.widgets import LEGEND_TEXT
+from specchat.ui.theming import DEFAULT_TOKEN_COLOURS, LEGEND_TEXT, TOKEN_VARIABLES
 from specchat.wording import shown_text, stats_line
 
 FORMATS = ("svg", "html")

@@ -35,3 +35,12 @@ def load_themes(folder: Path | None = None) -> list[Theme]:
         variables = {**DEFAULT_TOKEN_COLOURS, **data.pop("variables", {})}
         themes.append(Theme(variables=variables, **data))
     return themes
+
+LEGEND_TEXT = {
+    TokenKind.ACCEPTED: "accepted draft",
+    TokenKind.REJECTED: "rejected draft",
+    TokenKind.CORRECTED: "target correction",
+    TokenKind.BONUS: "bonus",
+    TokenKind.TARGET: "target only / first token",
+}
+"""What each token colour means, as the legend and the slides name it."""

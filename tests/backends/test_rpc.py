@@ -32,7 +32,8 @@ from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeE
 from specchat.errors import SpecchatError
 from specchat.keeper import ModelKeeper
 from specchat.settings import ModelOptions, Settings
-from specchat.ui.widgets import LiveReply, PromptInput
+from specchat.ui.widgets.live_reply import LiveReply
+from specchat.ui.widgets.prompt_input import PromptInput
 
 PROMPTS = ["hello world", "the cat sat on the mat", "def reverse(s):"]
 

@@ -12,7 +12,7 @@ from support.processes import specchat
 from specchat.cpu import BUSY_SHARE
 from specchat.native.llama_tools import installed_build
 from specchat.tune import Arm
-from specchat.ui.model_menu import draft_choices
+from specchat.ui.screens.model_menu import draft_choices
 
 PROMPTS = '''
 [[prompt]]

@@ -14,7 +14,7 @@ from support.processes import history_path, saved_reply, specchat, specchat_env
 from support.tinymodels import TinySpec, write_tiny_gguf
 
 from specchat.chat.history import HistoryStore
-from specchat.ui.widgets import LiveReply
+from specchat.ui.widgets.live_reply import LiveReply
 
 
 def test_a_reply_cut_off_by_kill_9_is_kept_and_shown_as_interrupted(tiny, tmp_path):

@@ -33,7 +33,7 @@ from specchat.engine.text_drafter import (
     round_trips,
     valid_text,
 )
-from specchat.ui.step_panel import describe_round
+from specchat.ui.widgets.step_panel import describe_round
 
 
 @pytest.fixture(scope="module")

@@ -178,7 +178,7 @@ def test_a_server_that_stalls_mid_reply_is_named_after_the_between_tokens_limit(
 def test_the_app_says_what_a_bad_reply_was_and_the_conversation_goes_on(server, tiny, tmp_path):
     from support.pilot import make_app
 
-    from specchat.ui.widgets import PromptInput
+    from specchat.ui.widgets.prompt_input import PromptInput
 
     server.answers = {**good_answers(), "/completion": Answer(sse(b"data: {oops"), 200,
                                                              "text/event-stream")}

@@ -24,7 +24,8 @@ from specchat.server.client import ServerClient, ServerError
 from specchat.server.session import ServerSession
 from specchat.server.verdicts import UNKNOWN_ID
 from specchat.trace import read_trace
-from specchat.ui.widgets import Legend, StatsPanel
+from specchat.ui.widgets.legend import Legend
+from specchat.ui.widgets.stats_panel import StatsPanel
 
 PROMPT = "count from one to twenty: one two three"
 

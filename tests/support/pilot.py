@@ -43,7 +43,7 @@ async def ready(app, pilot) -> None:
     """The chat is open: models loaded, the input on, and the status line says so (its
     message comes after the chat is set, and on a busy machine a snapshot taken in between
     showed "loading …")."""
-    from specchat.ui.widgets import PromptInput
+    from specchat.ui.widgets.prompt_input import PromptInput
 
     await until(pilot, lambda: app.chat_screen.chat is not None
                 and not app.chat_screen.query_one(PromptInput).disabled
@@ -52,7 +52,7 @@ async def ready(app, pilot) -> None:
 
 async def say(app, pilot, text: str) -> None:
     """Type `text`, press Enter, and wait until the turn has ended (user + reply stored)."""
-    from specchat.ui.widgets import PromptInput
+    from specchat.ui.widgets.prompt_input import PromptInput
 
     before = len(app.chat_screen.chat.session.conversation.messages)
     app.chat_screen.query_one(PromptInput).text = text

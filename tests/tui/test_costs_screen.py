@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from support.pilot import SIZE, make_app, ready, run_async, say, until
 
-from specchat.ui.chat_screen import ChatScreen
+from specchat.ui.chat.chat_screen import ChatScreen
 
 
 def test_the_costs_screen_times_this_machine_and_says_why(tiny, tmp_path):
-    from specchat.ui.costs_screen import CostsScreen
+    from specchat.ui.screens.costs_screen import CostsScreen
 
     app = make_app(tiny, tmp_path, max_tokens=16)
 

@@ -13,7 +13,7 @@ from specchat.catalog.layout import Q4_0, Derived, load_derived, save_derived
 from specchat.config import Config
 from specchat.optimize.command import Job, already_made
 from specchat.settings import ModelOptions, Settings
-from specchat.ui.layout_offer import LayoutOfferScreen, Offer, layout_offer
+from specchat.ui.screens.layout_offer import LayoutOfferScreen, Offer, layout_offer
 
 
 def answer_the_offer(tiny, tmp_path, monkeypatch, button: str) -> tuple:
@@ -24,7 +24,7 @@ def answer_the_offer(tiny, tmp_path, monkeypatch, button: str) -> tuple:
     job = Job(tiny.draft, "tiny-draft", "draft")
     offer = Offer(Q4_0, "x86 with AVX2", [job])
     # offered until made, as layout_offer does: the reloaded pair is not offered again
-    monkeypatch.setattr("specchat.ui.model_loading.layout_offer", lambda settings: None if
+    monkeypatch.setattr("specchat.ui.chat.model_loading.layout_offer", lambda settings: None if
                         already_made(job, Q4_0, tmp_path / "models") else offer)
     app = make_app(tiny, tmp_path, warm_up=False)
     chats = []
@@ -71,9 +71,9 @@ def test_the_offer_is_made_once_for_the_default_pair_on_a_cpu_with_the_kernels(
     models.mkdir()
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(models))
     monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
-    monkeypatch.setattr("specchat.ui.layout_offer.choose_layout",
+    monkeypatch.setattr("specchat.ui.screens.layout_offer.choose_layout",
                         lambda info, gpu: (Q4_0, "x86 with AVX2"))
-    monkeypatch.setattr("specchat.ui.layout_offer.jobs",
+    monkeypatch.setattr("specchat.ui.screens.layout_offer.jobs",
                         lambda choice, catalog: [Job(tiny.draft, "tiny-draft", "draft")])
     default = Settings(ModelOptions(target="default"))
     offer = layout_offer(default)

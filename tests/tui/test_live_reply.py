@@ -11,8 +11,8 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 
 from specchat.engine.events import TokenEvent, TokenKind
-from specchat.ui.chat_screen import redraw_every_s
-from specchat.ui.widgets import GROW_LINES, SETTLE_LINES, LiveReply, last_line_break, styled_pieces
+from specchat.ui.chat.chat_screen import redraw_every_s
+from specchat.ui.widgets.live_reply import GROW_LINES, SETTLE_LINES, LiveReply, last_line_break, styled_pieces
 
 pieces_st = st.lists(st.tuples(st.sampled_from(list(TokenKind)),
                                st.text(alphabet="ab \n", min_size=1, max_size=6)), max_size=40)

@@ -14,9 +14,9 @@ from specchat.engine.events import TokenKind, TurnEvent
 from specchat.trace import read_trace
 from specchat.ui.app import SpecchatApp
 from specchat.ui.launch import Launch
-from specchat.ui.race_screen import HOW, LanePanel, RaceScreen
-from specchat.ui.step_panel import StepPanel
-from specchat.ui.widgets import PromptInput
+from specchat.ui.screens.race_screen import HOW, LanePanel, RaceScreen
+from specchat.ui.widgets.prompt_input import PromptInput
+from specchat.ui.widgets.step_panel import StepPanel
 
 
 def record(tiny, tmp_path, name: str, draft: str):

@@ -12,7 +12,7 @@ from specchat.costs import Costs, MeasuredTurn
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
 from specchat.engine.stats import TurnStats
 from specchat.ui.messages import EventBatch
-from specchat.ui.model_menu import ModelMenu
+from specchat.ui.screens.model_menu import ModelMenu
 
 A, R, C, B, T = (TokenKind.ACCEPTED, TokenKind.REJECTED, TokenKind.CORRECTED, TokenKind.BONUS,
                  TokenKind.TARGET)
@@ -105,7 +105,7 @@ TURNS = [MeasuredTurn(3, 0.74, 100.0, _rounds(2.0)), MeasuredTurn(3, 0.50, 100.0
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_costs_screen_snapshot(snap_compare, snapshot_app, theme):
-    from specchat.ui.costs_screen import CostsScreen
+    from specchat.ui.screens.costs_screen import CostsScreen
 
     async def run_before(pilot):
         await ready(snapshot_app, pilot)

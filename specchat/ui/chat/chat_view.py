@@ -11,9 +11,11 @@ from textual.widgets import Static
 
 from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.stats import TurnStats
-from specchat.ui.step_panel import StepPanel, describe_round
-from specchat.ui.transcript import Transcript
-from specchat.ui.widgets import Legend, PromptInput, StatsPanel
+from specchat.ui.widgets.legend import Legend
+from specchat.ui.widgets.prompt_input import PromptInput
+from specchat.ui.widgets.stats_panel import StatsPanel
+from specchat.ui.widgets.step_panel import StepPanel, describe_round
+from specchat.ui.widgets.transcript import Transcript
 
 
 class ChatView(Horizontal):

@@ -23,18 +23,18 @@ from specchat.engine.events import ContextEvent, TurnEvent
 from specchat.keeper import ModelKeeper
 from specchat.settings import Settings
 from specchat.trace import Lane, Trace, lane_label
-from specchat.ui.chat_view import ChatView
-from specchat.ui.costs_screen import K_MAX, CostsScreen
-from specchat.ui.history_screen import HistoryScreen
+from specchat.ui.chat.chat_view import ChatView
+from specchat.ui.chat.model_loading import ModelLoader
+from specchat.ui.chat.palette import draft_commands
+from specchat.ui.chat.turn_runner import TurnRunner
 from specchat.ui.launch import Launch
 from specchat.ui.messages import ChatStarted, EventBatch, StatusLine, WorkerFailed
-from specchat.ui.model_loading import ModelLoader
-from specchat.ui.palette import draft_commands
-from specchat.ui.race_screen import RaceScreen
+from specchat.ui.screens.costs_screen import K_MAX, CostsScreen
+from specchat.ui.screens.history_screen import HistoryScreen
+from specchat.ui.screens.race_screen import RaceScreen
 from specchat.ui.slides import TurnSlide
-from specchat.ui.transcript import Transcript
-from specchat.ui.turn_runner import TurnRunner
-from specchat.ui.widgets import PromptInput
+from specchat.ui.widgets.prompt_input import PromptInput
+from specchat.ui.widgets.transcript import Transcript
 from specchat.wording import context_note, slower_why
 
 

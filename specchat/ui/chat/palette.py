@@ -9,7 +9,7 @@ from pathlib import Path
 
 from textual.command import Hit, Hits, Provider
 
-from specchat.ui.model_menu import draft_choices
+from specchat.ui.screens.model_menu import draft_choices
 
 
 def draft_commands(target: Callable[[], Path | None], use: Callable[[str], None]) -> type[Provider]:

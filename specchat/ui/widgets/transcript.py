@@ -17,7 +17,7 @@ from specchat.chat.history import StoredMessage
 from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.ui.slides import TurnSlide, file_name
-from specchat.ui.widgets import LiveReply
+from specchat.ui.widgets.live_reply import LiveReply
 from specchat.wording import context_note
 
 ENDS = {"cancelled": "stopped",

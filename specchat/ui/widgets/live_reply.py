@@ -1,52 +1,18 @@
-"""Small widgets of the chat screen: the live reply, the stats panel, the prompt, the legend."""
+"""The reply as it grows: coloured pieces drawn as settled lines and a live tail."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
-from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
-from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Static, TextArea
+from textual.widgets import Static
 
-from specchat.cpu import busy_note
 from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
-from specchat.engine.stats import TurnStats
-from specchat.numbers import fmt
 from specchat.ui.theming import token_style
-from specchat.wording import UNSEEN_REJECTED, about_the_same, fewer_threads, shown_text
-
-LEGEND_TEXT = {
-    TokenKind.ACCEPTED: "accepted draft",
-    TokenKind.REJECTED: "rejected draft",
-    TokenKind.CORRECTED: "target correction",
-    TokenKind.BONUS: "bonus",
-    TokenKind.TARGET: "target only / first token",
-}
-SPARK = "▁▂▃▄▅▆▇█"
-
-
-class Legend(Static):
-    """What each token colour means, in the theme's own colours."""
-
-    def on_mount(self) -> None:
-        self.show()
-
-    def show(self, counted_rejections: bool = False) -> None:
-        """`counted_rejections`: replies come from a server that counts rejected drafts
-        without their text, so the legend says what their mark means."""
-        parts = []
-        for kind, label in LEGEND_TEXT.items():
-            if kind is TokenKind.REJECTED and counted_rejections:
-                label += f" ({UNSEEN_REJECTED}: count only)"
-            parts += [Content.styled(f" {label} ", token_style(kind)), Content(" ")]
-        self.update(Content.assemble(*parts))
-
+from specchat.wording import shown_text
 
 SETTLE_LINES = 12
 """Once the live part of a reply holds this many lines, the finished ones move into a widget of
@@ -209,114 +175,3 @@ def draft_own_text(pieces: list[str]) -> Content:
     """A round's draft tokens in the draft's own vocabulary, as the transcript shows them."""
     return Content.styled("⟨draft: " + "·".join(repr(p)[1:-1] for p in pieces) + "⟩",
                           "italic $text-muted")
-
-
-class PromptInput(TextArea):
-    """Multi-line input: Enter sends, Ctrl+J inserts a newline, a paste is inserted as it is.
-
-    Enter is handled here, in the widget's own key handling, so it is taken in order with the
-    characters typed before it: a message typed (or sent by a terminal) in one burst and then
-    Enter is sent whole. A priority binding would run at the app before those keys reach the
-    text area. A bracketed paste arrives as one Paste event and never sends.
-    """
-
-    BINDINGS = [
-        Binding("enter", "submit", "Send"),
-        Binding("ctrl+j", "newline", "Newline", show=False),
-    ]
-
-    class Submitted(Message):
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
-
-    async def _on_key(self, event: events.Key) -> None:
-        if event.key == "enter":
-            event.stop()
-            event.prevent_default()
-            self.action_submit()
-            return
-        await super()._on_key(event)
-
-    def action_submit(self) -> None:
-        text = self.text.strip()
-        if text:
-            self.post_message(self.Submitted(text))
-            self.clear()
-
-    def action_newline(self) -> None:
-        self.insert("\n")
-
-
-class StatsPanel(Static):
-    """Per-turn numbers, live while a turn streams, each labelled with what it measures."""
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__("", **kwargs)
-        self.baseline: float | None = None
-        """The last turn's target-only rate at its depth: live speedups are taken against it."""
-        self.baseline_label = "not measured yet"
-        self.session_tokens = 0
-        self.session_saved = 0
-
-    def set_baseline(self, rate: float, how: str) -> None:
-        self.baseline, self.baseline_label = rate, how
-
-    def show(self, stats: TurnStats, draft: str, final: TurnEvent | None = None) -> None:
-        rate = stats.tokens_per_second
-        if final is not None:
-            speedup = final.speedup
-        else:
-            speedup = rate / self.baseline if rate and self.baseline else None
-        passes = final.target_passes if final else stats.rounds
-        saved = max(0, stats.tokens - passes)
-        bars = " ".join(f"{i + 1}:{SPARK[min(7, int(a * 8))]}{a:.0%}"
-                        for i, a in enumerate(stats.by_position))
-        spark = ""
-        if stats.round_rates:
-            top = max(stats.round_rates) or 1.0
-            spark = "".join(SPARK[min(7, int(8 * r / top))] for r in stats.round_rates[-28:])
-        interval = ""
-        if final and final.speedup_low is not None and final.speedup_high is not None:
-            interval = (f"\n  95%: {final.speedup_low:.2f}-{final.speedup_high:.2f}"
-                        + ("  ≈ target-only" if about_the_same(final) else ""))
-        lines = [
-            f"[b]{'last turn' if final else 'this turn'}[/b]  draft: {draft}",
-            f"tokens            {stats.tokens}",
-            f"acceptance        {fmt(stats.acceptance, '.0%')}  ({stats.accepted}/{stats.drafted})",
-            f"mean accepted len {fmt(stats.mean_accepted_length, '.2f')}",
-            f"decode tok/s      {fmt(rate, '.1f')}",
-            f"predicted tok/s   {fmt(stats.predicted_tokens_per_second, '.1f')}  (cost model)",
-            f"time to 1st token {fmt(stats.t_first and stats.t_first * 1000, '.0f', ' ms')}",
-            f"inter-token mean  {fmt(stats.itl_mean and stats.itl_mean * 1000, '.0f', ' ms')}",
-            f"inter-token p95   {fmt(stats.itl_p95 and stats.itl_p95 * 1000, '.0f', ' ms')}",
-            f"draft length k    {stats.k}  (this round)",
-            f"undrafted rounds  {stats.declined}  (would not pay)",
-            f"draft catch-up    {stats.catchup_tokens} tokens, {stats.catchup_s * 1000:.0f} ms",
-            f"target passes     {passes}  (saved {saved})",
-            f"speedup           {fmt(speedup, '.2f', 'x')}  (F7: why)" + interval,
-            f"  vs target-only {fmt(self.baseline, '.1f', ' tok/s')}",
-            f"  ({self.baseline_label})",
-            f"tok/s per round   {spark}",
-            f"accept by pos     {bars}",
-        ]
-        if final:
-            self.session_tokens += final.n_tokens
-            self.session_saved += saved
-            lines.append(f"stop              {final.stop_reason}")
-            if final.others_cpu is not None:  # measured: say whether the machine was quiet
-                busy = bool(busy_note(final.others_cpu))
-                lines.append(f"other programs    {final.others_cpu:.0%} of the CPU"
-                             + ("  [b](timings unreliable)[/b]" if busy else ""))
-            if fewer_threads(final):
-                lines.append(f"threads           {final.threads} of {os.cpu_count()} cores (the "
-                             "rest were busy before it)")
-        if final and final.server:
-            lines += ["", "[b]the server's own[/b] (its timings)",
-                      f"decode tok/s      {fmt(final.server.get('predicted_per_second'), '.1f')}",
-                      f"prompt tok/s      {fmt(final.server.get('prompt_per_second'), '.1f')}",
-                      f"drafted/accepted  {final.server.get('draft_n', 0)}/"
-                      f"{final.server.get('draft_n_accepted', 0)}"]
-        lines += ["", f"[b]session[/b]  tokens {self.session_tokens}, "
-                      f"target passes saved {self.session_saved}"]
-        self.update(Content.from_markup("\n".join(lines)), layout=False)  # fixed-size panel

@@ -26,8 +26,6 @@ from specchat.keeper import ModelKeeper
 from specchat.loading import open_session
 from specchat.server.session import ServerSession
 from specchat.settings import Settings
-from specchat.ui.fetch_screen import FetchScreen
-from specchat.ui.layout_offer import LayoutOfferScreen, layout_offer
 from specchat.ui.messages import (
     ChatStarted,
     DrafterReady,
@@ -37,7 +35,9 @@ from specchat.ui.messages import (
     TargetReady,
     WorkerFailed,
 )
-from specchat.ui.model_menu import ModelMenu, draft_choices, target_choices
+from specchat.ui.screens.fetch_screen import FetchScreen
+from specchat.ui.screens.layout_offer import LayoutOfferScreen, layout_offer
+from specchat.ui.screens.model_menu import ModelMenu, draft_choices, target_choices
 
 
 class ModelLoader(Widget):

@@ -21,7 +21,7 @@ from specchat.native import model_thread
 from specchat.trace import Trace
 from specchat.ui.messages import EventBatch, RaceReady, StatusLine, WorkerFailed
 from specchat.ui.pacing import StepGate, round_batches
-from specchat.ui.race_screen import RaceScreen
+from specchat.ui.screens.race_screen import RaceScreen
 
 
 class TurnRunner(Widget):

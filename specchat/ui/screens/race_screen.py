@@ -18,7 +18,8 @@ from textual.widgets import Footer, Static
 from specchat.engine.events import RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.trace import Lane
-from specchat.ui.widgets import Legend, LiveReply
+from specchat.ui.widgets.legend import Legend
+from specchat.ui.widgets.live_reply import LiveReply
 
 HOW = ("Each side was generated alone, one after the other, on this machine; both are played "
        "back here from the same start at their recorded pace, so the clocks compare fairly.")

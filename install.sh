@@ -138,7 +138,7 @@ fi
 echo "specchat installed in $venv (llama.cpp: $accel)"
 
 if [ "$tools" = 1 ]; then
-  "$py" -m benchmarks.tools llama-server
+  "$py" -m benchmarks.tools  # llama-server, llama-bench, llama-speculative-simple
   # llama.cpp's libraries without patches/llama.cpp: the patch tests compare bits with them
   "$py" -m benchmarks.gemm_patch --build >/dev/null
   # the wheels the tests' light install and wheel build take, so that no test reaches the network

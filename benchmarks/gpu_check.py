@@ -9,7 +9,7 @@ draft; `--small`: a CPU-sized pair), for each backend (llama.cpp, transformers):
   - the engine's own round time at each k: with random weights every draft is refused, so a
     round is exactly k draft passes, the draft's catch-up and one verify of k+1 tokens;
   - the speedup each k would give at the acceptance per position measured on the CPU for the
-    real default pair (`python -m benchmarks.acceptance`): expected tokens per round (the
+    real default pair (the retired benchmarks.acceptance: docs/gpu.md): expected tokens per round (the
     formula the adaptive policy uses) over the round's time, against target-only; the same for
     a drafter that costs nothing (n-gram lookup) at that acceptance;
   - with `--tools DIR` (llama.cpp's llama-bench and llama-speculative-simple built from the same
@@ -57,7 +57,7 @@ from specchat.native import model_thread
 ACCEPT_CPU = [0.824, 0.812, 0.820, 0.857, 0.895, 0.925, 0.919, 0.947]
 """Conditional acceptance at draft positions 1..8 of the default pair (Qwen2.5-Coder 1.5B
 target, 0.5B draft, Q4_K_M), greedy, over the bench suite, on a 2-core CPU:
-`python -m benchmarks.acceptance --k 8` (docs/gpu.md). Replace with --accept."""
+the retired `benchmarks.acceptance --k 8` (docs/gpu.md). Replace with --accept."""
 SIZES = timing.SIZES
 KS = (1, 2, 3, 4, 5, 6, 7, 8)
 FULL_K = 4

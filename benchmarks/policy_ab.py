@@ -1,11 +1,13 @@
 """The adaptive policy of a git revision against the working tree's, side by side with
 target-only: one runner, the three arms interleaved per prompt in rotating order, each policy
 with a fresh cost model on the same verify curve. Prints each prompt's rates and each
-category's median and mean ratio to target-only (the comparisons in docs/benchmark.md,
-"Code blocks and prose"), then the working tree's policy over the revision's, paired by prompt
-and repeat, with a 95% interval: whether they differ beyond the spread of single replies.
+category's median and mean ratio to target-only (the comparisons in
+docs/lab/2026-12-02-code-blocks-and-prose-what-the-target.md), then the working tree's policy
+over the revision's, paired by prompt and repeat, with a 95% interval: whether they differ
+beyond the spread of single replies. A revision from the policy package on has no single-file
+policy to load (benchmarks.policy_replay compares those); fd2a663 is the last one that has.
 
-    .venv/bin/python -m benchmarks.policy_ab --against 56479c8 --repeats 3
+    .venv/bin/python -m benchmarks.policy_ab --against fd2a663 --repeats 3
 """
 
 from __future__ import annotations

@@ -17,6 +17,26 @@ from specchat.native.llama_tools import TOOLS, build_tools
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def machine_line() -> str:
+    """Where a table was measured: the date, the CPU's name, its cores and the x86 kernels this
+    llama.cpp build runs (what decides whether speculation pays on a CPU)."""
+    import datetime
+    import os
+    import platform
+
+    from specchat.backends.llamacpp import system_info
+    from specchat.catalog.layout import system_flags
+
+    name = platform.processor() or platform.machine()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name")), name)
+    flags = system_flags(system_info()[0])
+    kernels = "AVX-512" if flags.get("AVX512") else "AVX2" if flags.get("AVX2") else "no AVX2"
+    return f"{datetime.date.today()}, {name}, {os.cpu_count()} cores, {kernels}"
+
+
 def publish(table: str, doc: Path | None) -> None:
     """Print a benchmark's table and, given a doc, put it there (see `write_section`)."""
     print(table)

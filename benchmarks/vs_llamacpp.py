@@ -20,7 +20,7 @@ import sys
 import llama_cpp
 
 from benchmarks import arguments
-from benchmarks.tools import ToolRun, build_tools, llama_bench, publish, speculative_simple
+from benchmarks.tools import ToolRun, build_tools, llama_bench, machine_line, publish, speculative_simple
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
@@ -74,7 +74,7 @@ def main() -> int:
         return f"{statistics.median(x.acceptance or 0.0 for x in rows[key]):.1%}"
 
     table = "\n".join([
-        f"Default pair ({target_path.name} + {draft_path.name}), {args.tokens} greedy tokens, "
+        f"{machine_line()}. Default pair ({target_path.name} + {draft_path.name}), {args.tokens} greedy tokens, "
         f"k={args.k}, {threads} threads, llama-cpp-python {llama_cpp.__version__}, "
         f"{args.repeats} interleaved repeats (medians; ratios are medians of per-repeat ratios).",
         "",

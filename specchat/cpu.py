@@ -135,7 +135,7 @@ def free_cores(others: int | None, cores: int | None) -> int | None:
     """The cores other programs' running tasks leave free, at least one; all of them where the
     others are unknown; None where the cores are (the models keep their threads). A thread
     more than there are free cores makes llama.cpp's threads wait on each other at every step
-    (docs/benchmark.md, threads on a busy machine)."""
+    (docs/lab/2026-12-01-threads-on-a-busy-machine.md)."""
     if cores is None:
         return None
     if others is None:

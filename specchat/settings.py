@@ -85,7 +85,7 @@ class ModelOptions:
                                     "programs leave free)", kind=int, low=1)
     draft_threads: int | None = opt(
         None, "CPU threads of the draft model (default: --threads, or as the target's follow "
-              "the free cores: docs/benchmark.md)", kind=int,
+              "the free cores: docs/lab/)", kind=int,
         label="draft threads", hint="empty = as the target", low=1)
     target_gpu_layers: int | None = opt(
         None, "layers of the target on the GPU (default: all, where a GPU backend exists)",
@@ -124,7 +124,7 @@ class DraftOptions:
     """How much to draft each round. The defaults (a fixed k with the default draft model) are
     chosen to teach: every round drafts, so every reply shows drafts accepted, refused and
     corrected, and its measured speedup says when that is slower, and why. What pays on a given
-    machine is `specchat tune`'s to find (docs/benchmark.md has the numbers on a 2-core CPU,
+    machine is `specchat tune`'s to find (docs/lab/ has the numbers on a 2-core CPU,
     where the adaptive policy pays and drafts little)."""
 
     policy: str = opt("fixed", "fixed: draft k tokens a round; adaptive: choose up to k each "

@@ -315,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
         threads = result["threads"]
         console.print(f"threads: target {threads['target'] or '–'}, draft "
                       f"{threads['draft'] or '–'} (--threads, --draft-threads; "
-                      "python -m benchmarks.threads measures which pays here).")
+                      "docs/lab/2026-12-01-threads-on-a-busy-machine.md: which pays).")
         if rec is None:
             console.print(f"no recommendation: {result['why']}; run it again on a quiet machine")
         else:

@@ -80,7 +80,7 @@ class IsolatedBackend(LlamaVocab):
         self.passes = 0
         self.child_s = 0.0
         """Seconds the child spent evaluating: an eval's wall time less this is what the
-        process boundary cost (benchmarks/isolation_cost.py)."""
+        process boundary cost (docs/rpc.md)."""
         self._child: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
         self._log: IO[bytes] | None = None

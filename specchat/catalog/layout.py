@@ -7,7 +7,7 @@ On x86 with AVX2 that is Q4_0, IQ4_NL, Q4_K and MXFP4, not Q5_0, Q6_K or Q8_0, w
 of the shipped Q4_K_M files; on ARM with dot-product instructions Q4_0 among others. A model
 whose every matrix is Q4_0 runs on those kernels alone, and its verify batches cost far less
 than their tokens one at a time where they fit the kernels: 4 and 8 tokens on AVX-512 (about
-1.4 and 2.4 steps), 2 and 3 on AVX2 with specchat's patches (1.1 and 1.5; docs/benchmark.md
+1.4 and 2.4 steps), 2 and 3 on AVX2 with specchat's patches (1.1 and 1.5; docs/lab/
 has the curves). On a GPU the layout is
 left as it is.
 

@@ -24,7 +24,7 @@ _FREE_MARGIN = 0.95
 timing should not widen a pass on a flat curve)."""
 _GUESS_MIN, _GUESS_WORTH = 2, 0.6
 """A match of at least 2 tokens is worth widening a pass by up to 0.6 of a one-token pass: over
-the suite's replies (the 0.5B draft, k=3; `python -m benchmarks.guess_rates`) the draft's next
+the suite's replies (the 0.5B draft, k=3; docs/lab/2026-12-03-draft-passes-that-read-guessed-tokens.md) the draft's next
 tokens were such a match's guesses often enough to save 1.2-1.9 passes a guessed round where
 the text repeats (edits, the long prose that restates itself, one code prompt) and 0.2-0.6
 on the rest; a 1-token match's guesses saved 0-0.5 on all but three prompts."""

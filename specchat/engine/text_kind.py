@@ -1,7 +1,7 @@
 """What a reply is writing where a round begins: code (inside a ``` block) or text.
 
 A free signal of how often a draft's tokens will stand, which the target's running confidence
-does not give. On the suite (docs/benchmark.md, "Code blocks and prose") the 0.5B draft's
+does not give. On the suite (docs/lab/2026-12-02-code-blocks-and-prose-what-the-target.md) the 0.5B draft's
 tokens stood 0.90-0.98 of the time inside ``` blocks and 0.53-0.71 outside them, while the
 target's running confidence could not tell the two apart: outside the blocks, at a running
 confidence of 0.98 or more, 0.39 stood. The policy keeps what that confidence predicts, and

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 PRIOR_BATCH_SLOPE = 0.35
 """Before two batch sizes are timed: verifying n tokens costs V(1)(1 + 0.35 (n - 1)), a prior
-between a GPU's flat curve and a CPU's steep one (the curves measured are in docs/benchmark.md
+between a GPU's flat curve and a CPU's steep one (the curves measured are in docs/lab/
 and docs/gpu.md); the timings replace it within a few rounds."""
 
 

@@ -6,7 +6,7 @@ wait at a barrier spins only about a hundred times before it sleeps on a futex (
 spin count). ggml's barrier between a pass's operations is an OpenMP barrier, hundreds a pass:
 a model evaluated from a second thread (the app loaded on one worker thread and replied on
 another; `specchat chat` started a thread a turn) decoded 30-40% slower from then on
-(docs/benchmark.md, "One thread for llama.cpp"). So every pass runs on the one thread this
+(docs/lab/2026-12-03-one-thread-for-llama-cpp.md). So every pass runs on the one thread this
 module keeps; a front end that runs its work on a thread of its own runs it here whole
 (`submit`), so that its passes are not handed over one by one (about 80 us each), and a
 program that asks for every pass on its main thread makes that the model thread (`adopt`).

@@ -7,7 +7,7 @@ Q6_K, ...) that way adds a second rounding as large as the first. Trying a few s
 that one, refitting each to the weights by least squares, and keeping the block's best cuts the
 squared error of the re-laid matrices by about a fifth on the default pair, in the same bytes:
 the file is still plain Q4_0, read by the same repacked kernels at the same speed
-(docs/benchmark.md, "Q4_0 scales by least squares").
+(docs/lab/2026-12-03-q4-0-scales-by-least-squares.md).
 
 The scales llama.cpp's quantizer would choose are among those tried, so no block ends up
 further from its source than llama.cpp's rounding leaves it (tests/catalog/test_block_scales.py).

@@ -4,7 +4,7 @@ into llama.cpp's fused `attn_qkv`, which its llama and qwen2 graphs take in thei
 A layer then runs one matrix product and one bias add where it ran three of each, on the same
 rows: every output row is the same dot product of the same weights and activations, so the
 logits are the same bits. On a 2-core CPU that saves 2-5% of a pass of the 0.5B Q4_0 draft
-and about 1% of the 1.5B target's (docs/benchmark.md, "One attention input matrix a layer"):
+and about 1% of the 1.5B target's (docs/lab/2026-12-04-one-attention-input-matrix-a-layer.md):
 its K and V matrices have 128 rows each, and a product that small pays its thread hand-offs
 and its activations' quantization more than its weights. The rows are copied as they lie (a
 quantized row is whole blocks of its own).

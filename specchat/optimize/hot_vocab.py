@@ -1,7 +1,7 @@
 """A draft model that scores only the most frequent token ids (FR-Spec, arXiv:2502.14856).
 
 A draft pass of the 0.5B Qwen draft spends a fifth of its time in the output layer (151,936 rows
-of 896: docs/benchmark.md), scoring tokens it almost never proposes. The file written here is
+of 896: docs/lab/), scoring tokens it almost never proposes. The file written here is
 the draft with the first `HOT_TOKENS` rows of its output matrix added as a tensor of their own,
 `output_hot.weight`; specchat's patched llama.cpp (patches/llama.cpp/0003) scores a model that
 has it over those rows alone and gives every other token id a logit of -inf. A byte-level BPE
@@ -28,7 +28,7 @@ HOT_TOKENS = 65536
 """Token ids a draft scores: a multiple of 16 (the x86 Q4_0 kernels take 8 or 16 rows a pass).
 Of the Q4_0 0.5B's 151,936, the first 65,536 cut a pass by 13% and its k=3 acceptance over the
 suite from 80% to 77%; 32,768 cut it by 17% and acceptance to 74%, 16,384 to 67%
-(docs/benchmark.md)."""
+(docs/lab/)."""
 HOT_ARCHITECTURES = ("llama", "qwen2")
 """The graphs patches/llama.cpp/0003 gives the hot output to."""
 

@@ -66,3 +66,12 @@ def test_ci_runs_the_readmes_test_command_each_half_on_a_line_of_its_own():
         assert half in lines or f"offline {half}" in lines, (
             f".ci/run does not run {half!r} on a line of its own")
     assert command not in lines
+
+
+def test_every_lab_entry_is_in_the_lab_index_and_the_standing_page_is_short():
+    """docs/lab/ keeps the history; docs/benchmark.md says where specchat stands now, briefly."""
+    lab = ROOT / "docs" / "lab"
+    entries = {p.name for p in lab.glob("*.md") if p.name != "README.md"}
+    assert entries and entries == {Path(link).name for link in relative_links(lab / "README.md")
+                                   if not link.startswith("..")}
+    assert len((ROOT / "docs" / "benchmark.md").read_text(encoding="utf-8").splitlines()) < 300

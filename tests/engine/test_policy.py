@@ -141,7 +141,7 @@ def test_ngram_plus_something_that_is_not_a_model_is_a_clear_error(tiny, tmp_pat
 
 
 Q4_0_SHAPE = (1.0, 1.9, 2.6, 1.7, 2.5, 2.9, 3.3, 3.2, 4.0)
-"""The verify curve of the default target re-laid as Q4_0 on an AVX2 CPU (docs/benchmark.md):
+"""The verify curve of the default target re-laid as Q4_0 on an AVX2 CPU (docs/lab/):
 4 and 8 rows cheap, 3 and 5 not."""
 
 

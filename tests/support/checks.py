@@ -69,7 +69,7 @@ GREEDY_CASES = {
 
 PADDING_SHAPE = (1.0, 1.6, 2.1, 1.4, 2.1, 2.6, 3.0, 2.4, 3.0, 3.4, 3.8, 3.3)
 """A verify curve, in steps, where 4 and 8 tokens cost less than 2-3 and 5-7 (a Q4_0 layout on
-x86 after specchat's patch, docs/benchmark.md): given as known, it makes the engine pad."""
+x86 after specchat's patch, docs/lab/): given as known, it makes the engine pad."""
 
 
 def check_greedy_rule(target: RecordingBackend, drafter, ids: list[int], k: int, adaptive: bool,

@@ -90,6 +90,6 @@ def test_a_long_reply_settles_its_lines_grows_in_steps_and_toggles_whole():
 
 
 def test_a_streaming_reply_is_redrawn_half_as_often_on_two_cores():
-    """On two cores each redraw is taken from llama.cpp's threads (docs/benchmark.md)."""
+    """On two cores each redraw is taken from llama.cpp's threads (docs/lab/)."""
     assert redraw_every_s(2) == 2 * redraw_every_s(8) == 0.5
     assert redraw_every_s(None) == redraw_every_s(4) == 0.25

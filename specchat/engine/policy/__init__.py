@@ -6,7 +6,7 @@ while the engine runs what this machine charges (machine.py), how often each dra
 right (acceptance.py) and where the reply is (reply.py), and predicts every round's tokens and
 seconds. `FixedPolicy` (fixed.py) drafts k tokens and stops below a confidence `p_min`
 (llama.cpp's settings); `AdaptivePolicy` (adaptive.py) picks the length that pays best, or none,
-probing now and then (schedule.py). docs/benchmark.md holds the measurements behind the rules.
+probing now and then (schedule.py). docs/lab/ holds the measurements behind the rules.
 """
 
 from specchat.engine.policy.adaptive import AdaptivePolicy

@@ -1,7 +1,7 @@
 """The adaptive policy: per round and per draft source, the draft length that maximises
 expected tokens a second on this machine; a model's draft stops when the next token's expected
 gain no longer pays for its cost; no draft when no length beats a plain target step, with
-probes now and then (`ProbeSchedule`). The measurements behind each rule: docs/benchmark.md."""
+probes now and then (`ProbeSchedule`). The measurements behind each rule: docs/lab/."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What rounds cost on this machine: the target's verify seconds by batch size, each draft
 source's seconds a pass, a draft model's catch-up a token. Learned while the engine runs, and
-kept across conversations (docs/benchmark.md: what these estimates were measured to do)."""
+kept across conversations (docs/lab/: what these estimates were measured to do)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class MachineCosts:
     catchup_token_s: dict[str, float] = field(default_factory=dict)
     """Extra seconds a token when a draft model catches up on several committed tokens at once.
     Settles near 0 and is kept so: priced right, it lost more on code than it saved on prose
-    (docs/benchmark.md, "What declining costs, and catch-ups that do not pay back")."""
+    (docs/lab/2026-12-03-what-declining-costs-and-catch-ups-that.md)."""
     verify_step_then: dict[int, float] = field(default_factory=dict)
     """The target step when each batch size's time was last learned (`now`)."""
     pass_step_then: dict[str, float] = field(default_factory=dict)
@@ -50,7 +50,7 @@ class MachineCosts:
     def _now(self, seconds: float, then: float | None) -> float:
         """`seconds` learned when the step took `then`, at the step as it is now: the machine's
         speed moves every cost alike, and a size or source no longer run is not timed again
-        (read as learned, a busy burst priced drafting out of reach: docs/benchmark.md)."""
+        (read as learned, a busy burst priced drafting out of reach: docs/lab/)."""
         return seconds * self.verify[1] / then if then and 1 in self.verify else seconds
 
     def learn_verify(self, batch: int, seconds: float) -> None:

@@ -1,5 +1,5 @@
 """Success rates that forget, tokens a second that forget, and the binning by confidence the
-acceptance estimates share (the measurements behind the constants: docs/benchmark.md)."""
+acceptance estimates share (the measurements behind the constants: docs/lab/)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def conf_rates() -> list[Rate]:
 def monotone(bins: Sequence[Rate]) -> list[Rate]:
     """The bins' rates fitted to rise with confidence: each pooled with its neighbours wherever
     a lower bin shows the higher rate (pool adjacent violators, weighted by the observations),
-    so refusals where the target was 80% sure speak for less sure text too (docs/benchmark.md)."""
+    so refusals where the target was 80% sure speak for less sure text too (docs/lab/)."""
     blocks: list[tuple[Rate, int]] = []  # a pooled rate and how many bins it covers
     for rate in bins:
         pooled, count = copy(rate), 1

@@ -20,7 +20,7 @@ reply are in it (the prompt's last row and two steps)."""
 class Where(NamedTuple):
     """A draft source in a kind of text (engine/text_kind.py): what the target's confidence
     predicts and what rounds brought are kept for each apart, since the same confidence meant
-    0.39 of the 0.5B draft's tokens standing in prose and 0.96 in code (docs/benchmark.md)."""
+    0.39 of the 0.5B draft's tokens standing in prose and 0.96 in code (docs/lab/)."""
 
     source: str
     kind: str

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 PROBE_EVERY, PROBE_MAX = 16, 256
 """After 16 declined rounds, twice as long after each probe that did not pay (up to 256): a
 model drafter's probe first catches up on every token it missed, so a probe every 16 rounds
-cost a declining reply 5-10% on a 2-core CPU (docs/benchmark.md)."""
+cost a declining reply 5-10% on a 2-core CPU (docs/lab/)."""
 PROBE_FIRST = 4
 """Declined rounds at the start of a reply before its first probe."""
 

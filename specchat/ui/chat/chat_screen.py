@@ -42,7 +42,7 @@ def redraw_every_s(cores: int | None) -> float:
     """Seconds between redraws of a streaming reply: a quarter of a second, or half on two
     cores or fewer, where each redraw is taken from llama.cpp's threads (in tmux on two cores,
     a redraw every 0.5 s against 0.25 s: the UI thread 7.9% of a core against 11.5%, the reply
-    decoded 1.10-1.29x faster in each of four pairs; docs/benchmark.md)."""
+    decoded 1.10-1.29x faster in each of four pairs; docs/lab/)."""
     return 0.5 if cores is not None and cores <= 2 else 0.25
 
 

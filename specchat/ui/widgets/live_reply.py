@@ -17,8 +17,7 @@ from specchat.wording import shown_text
 SETTLE_LINES = 12
 """Once the live part of a reply holds this many lines, the finished ones move into a widget of
 their own that is not drawn again: a redraw renders only the lines still growing. Redrawing the
-whole reply took the CPU llama.cpp would have had (docs/benchmark.md, "Does the TUI slow
-generation?")."""
+whole reply took the CPU llama.cpp would have had (docs/lab/2026-11-30-does-the-tui-slow-generation.md)."""
 
 GROW_LINES = 4
 """A reply in flight grows in steps of this many lines (blank until written): the screen is laid

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -28,7 +29,6 @@ from specchat.chat.history import HistoryStore
 from specchat.settings import DraftOptions, SamplingOptions, Settings
 from specchat.ui.app import SpecchatApp
 from specchat.ui.launch import Launch
-from specchat.ui.screens.layout_offer import LayoutOfferScreen
 from specchat.ui.widgets.prompt_input import PromptInput
 
 PROMPT = "Write a Python function that parses an ISO 8601 date string, with a docstring."
@@ -52,8 +52,6 @@ def tui_rate(tokens: int, k: int) -> tuple[float, float]:
         async with app.run_test(size=(140, 45)) as pilot:
             screen = app.chat_screen
             while screen.chat is None or screen.query_one(PromptInput).disabled:
-                if isinstance(app.screen, LayoutOfferScreen):  # a first run: `ask` is not offered
-                    app.screen.dismiss(False)  # it either, and loads the same files
                 await pilot.pause(0.1)
             screen.query_one(PromptInput).text = PROMPT
             cpu, wall = time.thread_time(), time.perf_counter()
@@ -68,6 +66,11 @@ def tui_rate(tokens: int, k: int) -> tuple[float, float]:
 
 def main() -> int:
     args = arguments.parser(__doc__, None, repeats=3, tokens=96, k=3).parse_args()
+    # both sides on one scratch config that asks nothing on a first run: the layout offer's
+    # dialog would take the app's Enter, and `ask` is offered nothing
+    config = Path(tempfile.mkdtemp()) / "config.toml"
+    config.write_text('[models]\noptimize_offer = "never"\n')
+    os.environ["SPECCHAT_CONFIG"] = str(config)
     ratios, shares = [], []
     for r in range(args.repeats):
         ask = ask_rate(args.tokens, args.k)
@@ -76,7 +79,7 @@ def main() -> int:
         shares.append(ui_share)
         print(f"repeat {r + 1}: ask {ask:.2f} tok/s, TUI {tui:.2f} tok/s, ratio {tui / ask:.3f}, "
               f"UI thread {ui_share:.1%} of a core", flush=True)
-    print(f"median TUI/ask decode tok/s: {statistics.median(ratios):.3f} (goal >= 0.95); "
+    print(f"median TUI/ask decode tok/s: {statistics.median(ratios):.3f} (goal >= 0.97); "
           f"UI thread: median {statistics.median(shares):.1%} of a core while the reply ran")
     return 0
 

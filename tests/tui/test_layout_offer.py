@@ -18,7 +18,7 @@ from specchat.ui.screens.layout_offer import LayoutOfferScreen, Offer, layout_of
 
 def answer_the_offer(tiny, tmp_path, monkeypatch, button: str) -> tuple:
     """The app on the tiny pair, offered the tiny draft's re-laying; `button` pressed once the
-    offer is up. Returns the chat before and after the offer closed."""
+    offer is up (or a key, "key:NAME"). Returns the chat before and after the offer closed."""
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
     monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
     job = Job(tiny.draft, "tiny-draft", "draft")
@@ -35,7 +35,10 @@ def answer_the_offer(tiny, tmp_path, monkeypatch, button: str) -> tuple:
             await until(pilot, lambda: isinstance(app.screen, LayoutOfferScreen))
             await pilot.pause()
             chats.append(app.chat_screen.chat)
-            assert await pilot.click(f"#{button}")
+            if button.startswith("key:"):
+                await pilot.press(button.removeprefix("key:"))
+            else:
+                assert await pilot.click(f"#{button}")
             await until(pilot, lambda: not isinstance(app.screen, LayoutOfferScreen), 120)
             if button == "make":  # the pair loads again
                 await until(pilot, lambda: app.chat_screen.chat not in (None, chats[0]))
@@ -56,6 +59,15 @@ def test_the_offer_re_lays_the_pair_and_the_chat_loads_it_again(tiny, tmp_path, 
     record = load_derived(models)["tiny-draft.cpu-q4_0"]
     assert (models / record.file).is_file() and record.role == "draft" and record.quality == {}
     assert record.cost["derived"]["verify_steps"][0] == 1.0
+
+
+def test_an_enter_meant_for_the_prompt_does_not_start_making_the_copies(tiny, tmp_path,
+                                                                       monkeypatch):
+    """The offer comes up after the prompt is ready: a user typing a message then pressing Enter
+    as it appears answers "Not now", never "Make them" (minutes of work they did not ask for)."""
+    before, after = answer_the_offer(tiny, tmp_path, monkeypatch, "key:enter")
+    assert after is before
+    assert not (tmp_path / "models").exists()  # nothing made
 
 
 def test_never_ask_is_kept_in_the_config_and_the_chat_goes_on(tiny, tmp_path, monkeypatch):

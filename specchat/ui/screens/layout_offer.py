@@ -60,6 +60,9 @@ def layout_offer(settings: Settings) -> Offer | None:
 class LayoutOfferScreen(ModalScreen[bool]):
     """Dismissed with True once the pair is re-laid (the chat then loads it), False if not."""
 
+    AUTO_FOCUS = "#later"
+    """It comes up after the prompt is ready: an Enter typed for a message answers "Not now"."""
+
     DEFAULT_CSS = """
     LayoutOfferScreen { align: center middle; }
     LayoutOfferScreen > Vertical { width: 84; height: auto; border: thick $primary;

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_schema.from_args(args)
     session, where = open_session(settings)
     engine = getattr(session, "engine", None)  # None on a llama-server
-    if engine is None or any(m.where != "here" for m in (engine.target, engine.drafter.model) if m):
+    if engine is None or any(not m.local for m in (engine.target, engine.drafter.model) if m):
         print(f"specchat: {where}", file=sys.stderr)
     if args.json:
         sinks: list[Callable[[Event], None]] = [JsonRenderer(sys.stdout)]

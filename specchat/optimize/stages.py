@@ -6,7 +6,7 @@ frequent tokens only, and each layer's Q, K and V are stacked into one matrix.""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.catalog.layout import Q4_0, Layout
@@ -25,7 +25,6 @@ class Rewrite:
     fitted_scales: bool = False
     hot_tokens: int = 0
     fused_qkv: bool = False
-    done: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -102,6 +101,5 @@ def rewrite(source: Path, layout: Layout, role: str, out: Path, progress: Progre
         step = current.with_suffix(f".{stage.name.replace(' ', '-')}")
         stage.run(done, current, step, progress)
         step.replace(current)
-        done.done.append(stage.name)
     current.replace(out)
     return done

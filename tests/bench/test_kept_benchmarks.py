@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from support.checks import missing
+from support.models import lay_default_pair
 from support.processes import llama_server_binary, specchat_env
 
-from specchat.catalog.catalog import Catalog
 from specchat.native.llama_tools import cache_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,11 +57,7 @@ def test_the_policy_replay_prints_every_decision():
 def test_a_kept_benchmark_runs_to_its_table(module, tiny, tmp_path):
     server_binary = llama_server_binary() or missing("llama-server", ".venv/bin/python -m "
                                                      "benchmarks.tools")
-    catalog = Catalog.load()
-    models = tmp_path / "models"
-    models.mkdir()
-    for role, path in (("target", tiny.target), ("draft", tiny.draft)):
-        os.link(path, models / catalog.models[catalog.pairs["default"][role]].file)
+    lay_default_pair(tmp_path / "models", tiny.target, tiny.draft)
     args, expected = KEPT[module]
     if "{q4_0}" in args:
         from specchat.catalog.layout import Q4_0
@@ -70,8 +66,8 @@ def test_a_kept_benchmark_runs_to_its_table(module, tiny, tmp_path):
         quantize(tiny.target, tmp_path / "tiny.q4_0.gguf", Q4_0)
     fill = {"{tmp}": str(tmp_path), "{q4_0}": str(tmp_path / "tiny.q4_0.gguf"),
             "{target}": str(tiny.target)}
-    args = [a.replace(key, value) for a in args for key, value in [next(
-        ((k, v) for k, v in fill.items() if k in a), ("", ""))]]
+    for key, value in fill.items():
+        args = [a.replace(key, value) for a in args]
     env = specchat_env(tmp_path) | {"PYTHONPATH": str(ROOT),
                                     "SPECCHAT_LLAMA_SERVER": str(server_binary),
                                     "HF_HUB_OFFLINE": "1", "PATH": os.environ["PATH"],

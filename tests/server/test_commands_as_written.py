@@ -12,7 +12,6 @@ here: it made this test's environment, and CI runs it.)"""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -24,7 +23,8 @@ from pathlib import Path
 import pytest
 from support.browser import wait_for
 from support.checks import missing
-from support.processes import RpcServer, Started, in_terminal, specchat_env
+from support.models import lay_default_pair
+from support.processes import RpcServer, Started, bindable, in_terminal, specchat_env
 
 from specchat.catalog.catalog import Catalog, models_dir
 
@@ -97,19 +97,7 @@ def test_the_pages_have_tested_commands():
 @pytest.fixture
 def default_pair(tiny, tmp_path) -> Path:
     """A models folder holding the tiny pair under the default pair's file names."""
-    return pair_folder(tmp_path / "models", tiny.target, tiny.draft)
-
-
-def pair_folder(models: Path, target: Path, draft: Path) -> Path:
-    catalog = Catalog.load()
-    models.mkdir()
-    for role, path in (("target", target), ("draft", draft)):
-        link = models / catalog.models[catalog.pairs["default"][role]].file
-        try:
-            os.link(path, link)  # what `models path` prints is the folder's file
-        except OSError:  # the real pair, on another file system
-            link.symlink_to(path)
-    return models
+    return lay_default_pair(tmp_path / "models", tiny.target, tiny.draft)
 
 
 @pytest.mark.parametrize("line", [line for line in page_lines() if line != "./install.sh"])
@@ -129,7 +117,7 @@ def test_a_command_of_the_guide_works_as_shown(line, tiny, default_pair, server_
         if not all(f.is_file() for f in files):
             missing("the default pair", "specchat models fetch default")
         shutil.rmtree(default_pair)
-        pair_folder(default_pair, *files)
+        lay_default_pair(default_pair, *files)
     rpc = RpcServer(tmp_path) if "127.0.0.1:50052" in line and words[0] != "rpc-server" else None
     stand_in = {"spec": spec_server.url.split("//")[1], "plain": plain_server.url.split("//")[1],
                 "rpc": rpc.endpoint if rpc else ""}
@@ -170,6 +158,7 @@ def run_as_typed(args: list[str], models: Path, server_binary: Path, tmp_path: P
         if "--trace" in args:
             assert (tmp_path / args[args.index("--trace") + 1]).stat().st_size > 0
         return
+    wait_for(lambda: _free(args), f"the default ports of {args[0]} free", timeout=90)
     started = Started(tmp_path, server_binary, *args)
     try:
         where = started.line(SERVING[args[0]]).group(1)
@@ -184,6 +173,18 @@ def run_as_typed(args: list[str], models: Path, server_binary: Path, tmp_path: P
     finally:
         left = started.interrupt()
     assert left == []
+
+
+def _free(args: list[str]) -> bool | None:
+    """Whether the ports a serving command binds as typed (its defaults, and the next one for a
+    baseline) are free, as a server binds them (SO_REUSEADDR): an outgoing connection of an
+    earlier test may still hold one (50052 lies in the kernel's ephemeral range; None: not
+    yet)."""
+    from specchat.cli import build_parser
+
+    port = getattr(build_parser().parse_args(args), "port", None)
+    ports = [] if port is None else [port, port + 1] if "--baseline" in args else [port]
+    return all(bindable(p, reuse=True) for p in ports) or None
 
 
 def _answers(url: str) -> int | None:

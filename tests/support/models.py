@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,3 +94,20 @@ def run(engine: SpeculativeEngine, prompt: list[int], **kw) -> tuple[list, TurnE
 
 def prompt_ids(backend, text: str) -> list[int]:
     return backend.tokenize(text, special=False)
+
+
+def lay_default_pair(models: Path, target: Path, draft: Path) -> Path:
+    """A models folder holding `target` and `draft` under the default pair's file names (the
+    catalog resolves `default` to them): hard links, or links where the files live on another
+    file system (the real pair)."""
+    from specchat.catalog.catalog import Catalog
+
+    catalog = Catalog.load()
+    models.mkdir()
+    for role, path in (("target", target), ("draft", draft)):
+        link = models / catalog.models[catalog.pairs["default"][role]].file
+        try:
+            os.link(path, link)  # what `models path` prints is the folder's file
+        except OSError:
+            link.symlink_to(path)
+    return models

@@ -33,9 +33,9 @@ def offline_pip_env() -> dict[str, str]:
     wheelhouse) and none from an index: no test reaches the network."""
     import pytest
 
-    base = os.environ.get("SPECCHAT_WHEEL_CACHE") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specchat" / "wheels")
-    house = Path(base) / "client"
+    from specchat.native.llama_tools import cache_dir
+
+    house = Path(os.environ.get("SPECCHAT_WHEEL_CACHE") or cache_dir() / "wheels") / "client"
     if not any(house.glob("hatchling-*.whl")):
         pytest.skip(f"no wheelhouse at {house}: ./install.sh --dev makes it")
     return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(house),
@@ -185,14 +185,16 @@ def free_port(span: int = 1) -> int:
     low = int(ports.read_text().split()[0]) if ports.is_file() else 32768
     for _ in range(200):
         port = random.randrange(max(1024, low - 12000), low - span)
-        if all(_bindable(port + i) for i in range(span)):
+        if all(bindable(port + i) for i in range(span)):
             return port
     raise AssertionError("no free ports")
 
 
-def _bindable(port: int) -> bool:
-    """Bindable on every address, so on loopback too (no listener, no connection, no TIME_WAIT)."""
+def bindable(port: int, reuse: bool = False) -> bool:
+    """Bindable on every address, so on loopback too (no listener, no connection, and unless
+    `reuse`, as a server binds with SO_REUSEADDR, no TIME_WAIT either)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, int(reuse))
         try:
             s.bind(("0.0.0.0", port))
         except OSError:

@@ -53,20 +53,21 @@ class MachineCosts:
         (read as learned, a busy burst priced drafting out of reach: docs/lab/)."""
         return seconds * self.verify[1] / then if then and 1 in self.verify else seconds
 
+    def _learn(self, table: dict, then: dict, key: int | str, seconds: float) -> None:
+        """Move `table[key]`, taken at the step as it is now, towards `seconds`, and remember
+        the step it was learned at (a plain step's own time is the step)."""
+        if key in table:
+            table[key] = self._now(table[key], then.get(key))
+        ema(table, key, seconds, COST_EMA)
+        if key != 1 and 1 in self.verify:
+            then[key] = self.verify[1]
+
     def learn_verify(self, batch: int, seconds: float) -> None:
-        if batch in self.verify:
-            self.verify[batch] = self._now(self.verify[batch], self.verify_step_then.get(batch))
-        ema(self.verify, batch, seconds, COST_EMA)
-        if batch != 1 and 1 in self.verify:
-            self.verify_step_then[batch] = self.verify[1]
+        self._learn(self.verify, self.verify_step_then, batch, seconds)
         self.verify_count[batch] += 1
 
     def learn_pass(self, source: str, seconds: float) -> None:
-        if source in self.pass_s:
-            self.pass_s[source] = self._now(self.pass_s[source], self.pass_step_then.get(source))
-        ema(self.pass_s, source, seconds, COST_EMA)
-        if 1 in self.verify:
-            self.pass_step_then[source] = self.verify[1]
+        self._learn(self.pass_s, self.pass_step_then, source, seconds)
 
     def learn_catchup(self, source: str, seconds_a_token: float) -> None:
         ema(self.catchup_token_s, source, seconds_a_token, COST_EMA)

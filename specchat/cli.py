@@ -13,8 +13,8 @@ from specchat.errors import SpecchatError
 from specchat.settings import Settings
 
 EXIT_USAGE = 2
-ORDER = ("ask", "tui", "chat", "replay", "rpc_server", "serve", "models", "bench", "tune",
-         "workshop")
+ORDER = ("ask", "tui", "chat", "replay", "lesson", "rpc_server", "serve", "models", "bench",
+         "tune", "workshop")
 """The commands' modules (specchat/commands/), in the order `--help` lists them."""
 
 

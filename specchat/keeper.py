@@ -103,9 +103,11 @@ class ModelKeeper:
         engine.configure(self.settings.sampling.params(), self.settings.draft.engine())
 
     def race(self, engine: SpeculativeEngine, text: str, cancel: threading.Event,
-             on_lane: Callable[[int, str], None] | None = None) -> list[Lane]:
-        """Target-only, then the engine's own drafter, each alone from empty caches on the same
-        prompt: the lanes a race plays side by side."""
+             on_lane: Callable[[int, str], None] | None = None, drafter: Drafter | None = None,
+             max_tokens: int | None = None) -> list[Lane]:
+        """Target-only, then the engine's own drafter (or `drafter`, with the engine's draft
+        settings), each alone from empty caches on the same prompt: the lanes a race plays side
+        by side. `max_tokens`: a shorter race than the settings' (the lesson's)."""
         target = engine.target
         sampling = self.settings.sampling
         ids = ChatSession(engine, Conversation(system=sampling.system)).prompt(
@@ -113,11 +115,14 @@ class ModelKeeper:
         plain = speculative_engine(target, NoDrafter(), engine.sampling,
                                    rng=np.random.default_rng(engine.sampling.seed))
         # the lanes are compared with each other on one clock: no baseline steps after them
-        generation = replace(sampling.generation(), baseline_steps=0)
+        generation = replace(sampling.generation(), baseline_steps=0,
+                             max_tokens=max_tokens or sampling.max_tokens)
+        drafting = engine if drafter is None else speculative_engine(
+            target, drafter, engine.sampling, engine.draft_settings, engine.rng)
         lanes = []
         for i, (label, racer) in enumerate((
                 ("target only", plain),
-                (f"speculative: {engine.drafter.name}, {engine.policy.name}", engine))):
+                (f"speculative: {drafting.drafter.name}, {drafting.policy.name}", drafting))):
             if on_lane is not None:
                 on_lane(i, label)
             engine.clear_caches()  # both lanes evaluate the whole prompt

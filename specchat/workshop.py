@@ -64,6 +64,9 @@ def add_parsers(sub: argparse._SubParsersAction, defaults: Settings) -> None:
                     "speedup) and `specchat serve` on them, with as many tabs as slots; print "
                     "the address attendees open, with a QR code. Ctrl-C stops everything.")
     _add_pair_flags(room, defaults, 8000, 8)
+    room.add_argument("--lesson", action="store_true",
+                      help="every tab opens `specchat lesson` on the room's servers, following "
+                           "the presenter's step (the presenter's address is printed)")
     room.add_argument("--open", action="store_true",
                       help="with --expose: no access code (anyone who reaches the port gets in)")
     room.add_argument("app_args", nargs=argparse.REMAINDER, metavar="-- APP ARGS",
@@ -139,10 +142,12 @@ def run_room(args: argparse.Namespace) -> int:
     _stop_on_term()
     servers, _ = local_server.start_pair(plan, True, logs)
     try:
-        server = tab_server(["--server", plan.url(plan.port), "--baseline-server",
-                             plan.url(plan.port + 1), *_rest(args.app_args)], None, args.port,
-                            args.expose, args.slots, args.open)
-        address = server.address(lan_address() if args.expose else "127.0.0.1")
+        server = tab_server(["lesson"] * args.lesson + [
+            "--server", plan.url(plan.port), "--baseline-server", plan.url(plan.port + 1),
+            *_rest(args.app_args)], None, args.port, args.expose, args.slots, args.open)
+        host = lan_address() if args.expose else "127.0.0.1"
+        print(f"the presenter opens {server.address(host, presenter=True)}", flush=True)
+        address = server.address(host)
         print(f"attendees open {address}", flush=True)
         segno.make(address, error="l").terminal(out=sys.stdout, compact=True)
         sys.stdout.flush()

@@ -7,10 +7,12 @@ step panel, the turn's workers) lives in `ChatScreen`, which is handed what it n
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.theme import Theme
 
 from specchat.chat.history import HistoryStore
@@ -20,6 +22,7 @@ from specchat.settings import Settings
 from specchat.ui.chat.chat_screen import ChatScreen
 from specchat.ui.launch import Launch
 from specchat.ui.screens.costs_screen import CostsScreen
+from specchat.ui.screens.lesson_screen import LessonScreen
 from specchat.ui.screens.race_screen import RaceScreen
 from specchat.ui.screens.settings_screen import FormValues, SettingsScreen
 from specchat.ui.slides import DEFAULT_DIR, write_slide
@@ -42,6 +45,12 @@ class SpecchatApp(App):
         self.history = history or HistoryStore()
         self.keeper = ModelKeeper(self.settings)
         self.chat_screen = ChatScreen(self.settings, self.keeper, self.history, launch)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        if screen is self.chat_screen:
+            yield SystemCommand("Lesson", "a guided lesson on speculative decoding, live (F9)",
+                                self.chat_screen.action_lesson)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(DEFAULT_TOKEN_COLOURS)
@@ -67,8 +76,9 @@ class SpecchatApp(App):
 
     def action_slides(self, out: Path = DEFAULT_DIR) -> None:
         """F8: on the chat, every finished turn as SVG and HTML slides in the theme on screen;
-        on the costs screen or a race, an SVG screenshot of it. Says where the files went; in a
-        browser (`specchat serve`) they are also sent to it as downloads."""
+        in the lesson, the step on screen; on the costs screen or a race, an SVG screenshot.
+        Says where the files went; in a browser (`specchat serve`) they are also sent to it as
+        downloads."""
         out = out.resolve()
         chat = self.chat_screen
         slides = chat.turn_slides()
@@ -79,6 +89,9 @@ class SpecchatApp(App):
             files = [f for slide in slides for f in write_slide(slide, self.current_theme, out,
                                                                  show_rejected=chat.show_rejected)]
             what = f"slides of {len(slides)} turn{'s' * (len(slides) > 1)}"
+        elif isinstance(self.screen, LessonScreen):
+            files = self.screen.write_slide(out)
+            what = "this step's slide"
         else:
             kind = SCREENSHOT_NAMES.get(type(self.screen), type(self.screen).__name__.lower())
             stem = slides[-1].stem if slides else "specchat"

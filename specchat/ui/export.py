@@ -1,4 +1,5 @@
-"""`specchat replay TRACE... --export svg|html --out DIR`: slides without a screen.
+"""`specchat replay TRACE... --export svg|html --out DIR` and `specchat lesson --export DIR`:
+slides without a screen.
 
 Each turn of each trace becomes a slide (ui/slides.py) named after its trace; two or more traces
 are also raced headless and the race screen saved as an SVG screenshot by Textual's own
@@ -12,14 +13,27 @@ import asyncio
 import tempfile
 from pathlib import Path
 
+from textual.theme import Theme
+
 from specchat.chat.history import HistoryStore
 from specchat.config import Config
 from specchat.errors import SpecchatError
+from specchat.lesson.demos import run_demo
+from specchat.lesson.recordings import Recordings
+from specchat.lesson.script import Lesson
+from specchat.lesson.view import stem, step_view
 from specchat.trace import Trace
 from specchat.ui.app import SpecchatApp
 from specchat.ui.launch import Launch
 from specchat.ui.screens.race_screen import LanePanel, RaceScreen
-from specchat.ui.slides import file_name, trace_slides, write_slide
+from specchat.ui.slides import (
+    FORMATS,
+    file_name,
+    token_styles,
+    trace_slides,
+    write_renderable,
+    write_slide,
+)
 from specchat.ui.theming import load_themes
 
 SLIDE_THEME = "specchat-projector"
@@ -47,14 +61,18 @@ async def _race_screenshot(traces: list[Trace], theme: str, path: Path) -> Path:
             return Path(app.save_screenshot(path.name, str(path.parent)))
 
 
+def _theme(name: str) -> Theme:
+    themes = {theme.name: theme for theme in load_themes()}
+    if name not in themes:
+        raise SpecchatError(f"no theme {name!r}: one of {', '.join(sorted(themes))}")
+    return themes[name]
+
+
 def export(traces: list[tuple[str, Trace]], formats: tuple[str, ...], out: Path,
            theme_name: str = SLIDE_THEME) -> list[Path]:
     """Write every turn of `traces` (name, trace) as slides in `formats`, and the race of two or
     more as an SVG screenshot; return the files written."""
-    themes = {theme.name: theme for theme in load_themes()}
-    if theme_name not in themes:
-        raise SpecchatError(f"no theme {theme_name!r}: one of {', '.join(sorted(themes))}")
-    theme = themes[theme_name]
+    theme = _theme(theme_name)
     files = [path for name, trace in traces
              for slide in trace_slides(name, trace.prompt, trace.events)
              for path in write_slide(slide, theme, out, formats)]
@@ -63,4 +81,18 @@ def export(traces: list[tuple[str, Trace]], formats: tuple[str, ...], out: Path,
         name = "race-" + "-vs-".join(file_name(n, words=12) for n, _ in traces)
         files.append(asyncio.run(_race_screenshot([t for _, t in traces], theme_name,
                                                   out / f"{name}.svg")))
+    return files
+
+
+def export_lesson(lesson: Lesson, recordings: Recordings, out: Path,
+                  theme_name: str = SLIDE_THEME, formats: tuple[str, ...] = FORMATS
+                  ) -> list[Path]:
+    """Every step of the lesson, its demonstration run on `recordings`, as slides."""
+    theme = _theme(theme_name)
+    styles = token_styles(theme)
+    files = []
+    for index, step in enumerate(lesson.steps):
+        view = step_view(lesson, index, run_demo(step.demo, recordings, styles))
+        files += write_renderable(view, theme, out, stem(lesson, index),
+                                  f"specchat · {step.title}", formats)
     return files

@@ -1,11 +1,22 @@
 """What the app was started to do besides chatting: warm the models up, replay or race recorded
-turns, start in step-through mode. The engine's settings are `Settings`, apart from these."""
+turns, start in step-through mode or in the lesson. The engine's settings are `Settings`, apart from these."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specchat.lesson.script import Lesson
 from specchat.trace import Trace
+
+
+@dataclass
+class LessonLaunch:
+    lesson: Lesson
+    traces_only: bool
+    """Run the demonstrations on the shipped traces and load no model."""
+    tokens: int
+    """Tokens of each reply a live demonstration generates."""
+    start: int = 0
 
 
 @dataclass
@@ -19,3 +30,5 @@ class Launch:
     """Play these recorded turns side by side on one clock instead of loading models."""
     step: bool = False
     """Start in step-through mode (F5)."""
+    lesson: LessonLaunch | None = None
+    """Open the guided lesson on top of the chat (`specchat lesson`)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.color import Color
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.style import Style
 from rich.terminal_theme import TerminalTheme
 from rich.text import Text
@@ -107,15 +107,23 @@ def slide(turn_slide: TurnSlide, theme: Theme, show_rejected: bool = True) -> Gr
 def write_slide(turn_slide: TurnSlide, theme: Theme, out: Path,
                 formats: tuple[str, ...] = FORMATS, show_rejected: bool = True) -> list[Path]:
     """Write the turn as `<conversation>-turn-<n>.svg` and `.html` in `out`; return the files."""
+    return write_renderable(slide(turn_slide, theme, show_rejected), theme, out, turn_slide.stem,
+                            f"specchat · {turn_slide.conversation} · turn {turn_slide.number}",
+                            formats)
+
+
+def write_renderable(renderable: RenderableType, theme: Theme, out: Path, stem: str, title: str,
+                     formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Write anything Rich draws as `<stem>.svg` and `.html` in `out`, SLIDE_WIDTH wide, in
+    the theme's page colours; return the files."""
     out.mkdir(parents=True, exist_ok=True)
     console = Console(record=True, width=SLIDE_WIDTH, file=io.StringIO(), color_system="truecolor",
                       force_terminal=True)
-    console.print(slide(turn_slide, theme, show_rejected))
+    console.print(renderable)
     page = terminal_theme(theme)
-    title = f"specchat · {turn_slide.conversation} · turn {turn_slide.number}"
     written = []
     for fmt in formats:
-        path = out / f"{turn_slide.stem}.{fmt}"
+        path = out / f"{stem}.{fmt}"
         if fmt == "svg":
             text = console.export_svg(title=title, theme=page, clear=False)
         else:

@@ -6,7 +6,9 @@ tab that hangs, URLs taken from each request (so a tab opened at the machine's L
 connects back to it, not to 0.0.0.0), a page that names itself and loads nothing from the
 internet (a workshop room may have none), a history file per tab, so attendees never see
 each other's conversations, and on a network an access code: a page or websocket request
-without the room's code gets a page saying to ask the host, and no app process starts.
+without the room's code gets a page saying to ask the host, and no app process starts. The
+tab opened with the presenter's code leads the lesson (specchat/lesson/follow.py): the others
+follow its step.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import shlex
 import socket
 import sys
 import tempfile
+from contextvars import ContextVar
 from pathlib import Path
 
 import aiohttp_jinja2
@@ -26,6 +29,7 @@ from textual_serve.server import Server
 from specchat.chat.history import HISTORY_ENV
 from specchat.errors import SpecchatError
 from specchat.exposure import check_host, is_loopback
+from specchat.lesson.follow import PRESENTER, ROLE_ENV, SYNC_ENV
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TITLE = "specchat: speculative decoding, live"
@@ -36,18 +40,26 @@ EXPOSED_WARNING = (
 
 
 COOKIE = "specchat_room"
+PRESENTER_COOKIE = "specchat_presenter"
 CODE_NOTE = (
     "note: specchat serve at {endpoint} lets in only requests with this room's access code, "
     "which the address below carries: share that address with the room only (--open drops the "
     "code).")
 
 
-def app_command(app_args: list[str], history_dir: Path) -> str:
+def app_command(app_args: list[str], history_dir: Path, presenter: bool = False) -> str:
     """The shell command textual-serve runs for each tab: this specchat with `app_args`, writing
-    its history to a file of its own in `history_dir` ($$ is the tab's shell, unique per tab)."""
+    its history to a file of its own in `history_dir` ($$ is the tab's shell, unique per tab),
+    and following the lesson's presenter through a file there (or leading it: `presenter`)."""
     history = shlex.quote(str(history_dir)) + "/tab-$$.sqlite3"
-    return f"{HISTORY_ENV}={history} exec " + shlex.join([sys.executable, "-m", "specchat",
-                                                         *app_args])
+    sync = shlex.quote(str(history_dir / "lesson-step.json"))
+    role = f"{ROLE_ENV}={PRESENTER} " if presenter else ""
+    return (f"{HISTORY_ENV}={history} {SYNC_ENV}={sync} {role}exec "
+            + shlex.join([sys.executable, "-m", "specchat", *app_args]))
+
+
+_PRESENTS: ContextVar[bool] = ContextVar("specchat_presents", default=False)
+"""Whether the websocket being handled is the presenter's (each request is its own task)."""
 
 
 class TabServer(Server):
@@ -64,6 +76,22 @@ class TabServer(Server):
         """Tabs whose app process is running now."""
         self.code = code
         """The room's access code (None: anyone who reaches the port gets in)."""
+        self.presenter_code = secrets.token_urlsafe(6)
+        """What the presenter's address carries: that tab leads the lesson, the others follow."""
+
+    @property
+    def command(self) -> str:
+        """The tab's app command, the presenter's with its role (read when textual-serve starts
+        the tab's process, inside the request's task)."""
+        return app_command(self.app_args, self.history_dir, _PRESENTS.get())
+
+    @command.setter
+    def command(self, value: str) -> None:
+        """textual-serve sets one command for every tab; specchat's is built per tab."""
+
+    def presents(self, request: web.Request) -> bool:
+        given = request.query.get("presenter") or request.cookies.get(PRESENTER_COOKIE, "")
+        return hmac.compare_digest(given.encode(), self.presenter_code.encode())
 
     def admits(self, request: web.Request) -> bool:
         """The page with the code in its address; its websocket with the cookie the page set
@@ -71,9 +99,11 @@ class TabServer(Server):
         given = request.query.get("code") or request.cookies.get(COOKIE, "")
         return self.code is None or hmac.compare_digest(given.encode(), self.code.encode())
 
-    def address(self, host: str) -> str:
-        """The address to open on `host`, with the access code."""
-        return f"http://{host}:{self.port}/" + (f"?code={self.code}" if self.code else "")
+    def address(self, host: str, presenter: bool = False) -> str:
+        """The address to open on `host`, with the access code (and the presenter's code)."""
+        query = [f"code={self.code}"] if self.code else []
+        query += [f"presenter={self.presenter_code}"] if presenter else []
+        return f"http://{host}:{self.port}/" + ("?" + "&".join(query) if query else "")
 
     def what_tabs_run(self) -> str:
         return "specchat " + shlex.join(self.app_args) if self.app_args else "specchat"
@@ -86,6 +116,8 @@ class TabServer(Server):
         print(f"specchat serve on {where}: each tab runs `{self.what_tabs_run()}`, at most "
               f"{self.max_sessions} at once; their histories go to {self.history_dir}. "
               "Ctrl-C stops it.", flush=True)
+        print(f"the lesson's presenter opens {self.address(shown, presenter=True)} (F9 or "
+              "`specchat lesson`): every other tab in the lesson follows that one", flush=True)
 
     def _context(self, request: web.Request) -> dict[str, object]:
         origin = f"{request.scheme}://{request.host}"
@@ -106,6 +138,9 @@ class TabServer(Server):
         page = aiohttp_jinja2.render_template("app_index.html", request, self._context(request))
         if self.code:
             page.set_cookie(COOKIE, self.code, httponly=True, samesite="Strict")
+        if "presenter" in request.query and self.presents(request):
+            page.set_cookie(PRESENTER_COOKIE, self.presenter_code, httponly=True,
+                            samesite="Strict")
         return page
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
@@ -120,9 +155,11 @@ class TabServer(Server):
             await websocket.close(code=1013, message=b"the room is full")
             return websocket
         self.live += 1
+        role = _PRESENTS.set(self.presents(request))
         try:
             return await super().handle_websocket(request)
         finally:
+            _PRESENTS.reset(role)
             self.live -= 1
 
 

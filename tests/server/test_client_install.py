@@ -1,7 +1,7 @@
 """The light install a workshop attendee runs: `./install.sh --client` into a fresh virtual
 environment compiles nothing and installs neither llama-cpp-python nor torch nor models, yet
-chats with a llama-server, replays traces and serves them to a browser; what needs models here
-says so in one line."""
+chats with a llama-server, replays traces and serves them to a browser, and runs the lesson on
+the shipped traces; what needs models here says so in one line."""
 
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ def test_the_client_install_compiles_nothing_and_chats_with_a_server(spec_server
 
     listed = client("replay", "--list")
     assert listed.returncode == 0 and "code-0.5b-draft-k3" in listed.stdout
+    lesson = client("lesson", "--export", str(tmp_path / "lesson"))  # no models: the traces
+    assert lesson.returncode == 0, lesson.stderr
+    assert lesson.stderr.startswith(f"specchat lesson: on the shipped traces ({NEEDS_LLAMA_CPP}")
+    assert len(list((tmp_path / "lesson").glob("lesson-*.svg"))) == 12
     local = client("ask", "hello")
     assert local.returncode == 2
     assert local.stderr.strip().splitlines() == [f"specchat: error: {NEEDS_LLAMA_CPP}"]

@@ -134,8 +134,10 @@ def test_a_command_of_the_guide_works_as_shown(line, tiny, default_pair, server_
 def run_as_typed(args: list[str], models: Path, server_binary: Path, tmp_path: Path) -> None:
     """`specchat ARGS` as a user types it, to its first real output (see the module's doc)."""
     env = specchat_env(tmp_path) | {"SPECCHAT_LLAMA_SERVER": str(server_binary)}
-    if not args or args[0].startswith("-") or (args[0] == "replay" and "--list" not in args):
-        until = "Enter sends" if args[:1] != ["replay"] else "accepted"
+    full_screen = {"replay": "accepted", "lesson": "from: "}  # the lesson: its first demo ran
+    if not args or args[0].startswith("-") or (
+            args[0] in full_screen and not {"--list", "--export"} & set(args)):
+        until = full_screen.get(args[0], "Enter sends")
         assert in_terminal(args, env, until, size=(45, 240)) == (True, 0)
         return
     if args[0] not in SERVING:

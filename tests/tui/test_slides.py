@@ -12,6 +12,9 @@ from html import unescape
 from support.pilot import SIZE, make_app, ready, say, until
 from support.processes import specchat
 
+from specchat.engine.events import RoundEvent
+from specchat.engine.stats import TurnStats
+from specchat.trace import read_trace
 from specchat.ui.theming import DEFAULT_TOKEN_COLOURS, load_themes
 
 PROJECTOR = {t.name: t for t in load_themes()}["specchat-projector"].variables
@@ -92,7 +95,16 @@ def test_replay_export_writes_turns_and_the_race_headless_in_the_projector_theme
     assert DEFAULT_TOKEN_COLOURS["spec-accepted"] not in svg
     assert "accepted 73/84 (87%)" in _html_text(out / "code-0.5b-draft-k3-turn-1.html")
     race = _html_text(out / "race-code-0.5b-draft-k3-vs-code-target-only.svg")
-    assert "target only finished first: 9.96 s against 13.56 s" in race.replace("\xa0", " ")
+    ends = []  # when each lane's last token appeared, from the recorded rounds
+    for name in ("code-target-only", "code-0.5b-draft-k3"):
+        stats = TurnStats()
+        for event in read_trace(name).events:
+            if isinstance(event, RoundEvent):
+                stats.add_round(event)
+        ends.append(stats.t_last)
+    assert ends[0] < ends[1]
+    assert (f"target only finished first: {ends[0]:.2f} s against {ends[1]:.2f} s"
+            in race.replace("\xa0", " "))
     assert "playback 1x" in race.replace("\xa0", " ")
     only_html = specchat("replay", "code-target-only", "--export", "html", "--out",
                          str(tmp_path / "h"), tmp_path=tmp_path)

@@ -21,9 +21,13 @@ from specchat.chat.state import ChatState
 from specchat.cpu import physical_cores
 from specchat.engine.events import ContextEvent, TurnEvent
 from specchat.keeper import ModelKeeper
+from specchat.lesson.demos import DEMOS
+from specchat.lesson.follow import LessonSync
+from specchat.lesson.script import load_lesson
 from specchat.settings import Settings
 from specchat.trace import Lane, Trace, lane_label
 from specchat.ui.chat.chat_view import ChatView
+from specchat.ui.chat.lesson_source import LessonSources
 from specchat.ui.chat.model_loading import ModelLoader
 from specchat.ui.chat.palette import draft_commands
 from specchat.ui.chat.turn_runner import TurnRunner
@@ -31,6 +35,7 @@ from specchat.ui.launch import Launch
 from specchat.ui.messages import ChatStarted, EventBatch, StatusLine, WorkerFailed
 from specchat.ui.screens.costs_screen import K_MAX, CostsScreen
 from specchat.ui.screens.history_screen import HistoryScreen
+from specchat.ui.screens.lesson_screen import LessonScreen
 from specchat.ui.screens.race_screen import RaceScreen
 from specchat.ui.slides import TurnSlide
 from specchat.ui.widgets.prompt_input import PromptInput
@@ -59,6 +64,7 @@ class ChatScreen(Screen):
         Binding("f5", "step_mode", "Step mode", priority=True),
         Binding("f6", "race", "Race", priority=True),
         Binding("f7", "costs", "Costs (why)", priority=True),
+        Binding("f9", "lesson", "Lesson", priority=True),
     ]
 
     def __init__(self, settings: Settings, keeper: ModelKeeper, history: HistoryStore,
@@ -70,6 +76,7 @@ class ChatScreen(Screen):
         self.models = ModelLoader(settings, keeper, history, self.launch.warm_up,
                                   lambda: self.turns.busy)
         self.view = ChatView()
+        self.lessons = LessonSources(settings, keeper, self.launch.lesson)
         self.show_rejected = True
         # the command palette's drafters for this screen (Textual reads the calling screen's)
         self.COMMANDS = {  # type: ignore[misc]
@@ -121,7 +128,12 @@ class ChatScreen(Screen):
         launch = self.launch
         if launch.step:
             self.action_step_mode()
-        if launch.race:
+        if launch.lesson is not None:
+            self.action_lesson()
+        if launch.lesson is not None and launch.lesson.traces_only:
+            self.view.take_input(False)
+            self.set_status("lesson on the shipped traces: no model loaded")
+        elif launch.race:
             self.set_status("race replay: no model loaded (Esc closes the race)")
             self.app.push_screen(RaceScreen([Lane(lane_label(t.meta), t.events) for t in launch.race],
                                             launch.replay_speed))
@@ -138,6 +150,8 @@ class ChatScreen(Screen):
         self.set_status(f"{message.where} · Enter sends, Ctrl+J newline, Esc stops")
 
     def on_worker_failed(self, message: WorkerFailed) -> None:
+        if self.chat is None and self.launch.lesson is not None:
+            self.lessons.failed = message.error  # the lesson goes on with the shipped traces
         if message.message is not None:
             self.view.fail(message.error, message.message)
         self.set_status(f"[b red]error:[/] {message.error}")
@@ -240,6 +254,15 @@ class ChatScreen(Screen):
             return
         self.app.push_screen(CostsScreen(self.chat.acceptance(K_MAX), self.chat.measured_turns(),
                                        engine.draft_settings.k, engine.drafter.name, engine))
+
+    def action_lesson(self) -> None:
+        """F9: the guided lesson, its demonstrations on these models (or the room's servers,
+        or the shipped traces); in a room, every tab follows the presenter's."""
+        launch = self.launch.lesson
+        lesson = launch.lesson if launch else load_lesson(None, frozenset(DEMOS))
+        self.app.push_screen(LessonScreen(
+            lesson, lambda: self.lessons.source(self.chat, self.busy, lesson.prompts),
+            LessonSync.from_env(), launch.start if launch else 0))
 
     def action_new_chat(self) -> None:
         if self.busy or self.chat is None:

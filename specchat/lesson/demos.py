@@ -1,0 +1,393 @@
+"""The lesson's demonstrations: each reads what it needs from a Recordings (live models, a
+room's servers, or the shipped traces) and lays it out as a Rich renderable, with the line
+that says where its figures come from. Colours of verdicts come from the caller (the theme on
+screen, or the slides' theme), so the lesson knows nothing of the UI."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from rich.console import Group, RenderableType
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from specchat.costs import FLAT_SLOPE, Costs, speedup
+from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.policy import expected_tokens
+from specchat.engine.verify import verify_sampling
+from specchat.errors import SpecchatError
+from specchat.lesson.recordings import Recording, Recordings
+from specchat.numbers import fmt, mean, percentile
+
+Styles = dict[TokenKind, Style]
+SAMPLES = 4000
+"""Draws of each side of the sampling step's histogram."""
+
+
+@dataclass(frozen=True)
+class Demo:
+    body: RenderableType
+    sources: tuple[str, ...]
+    """Where the figures come from, one line each."""
+
+
+def _rounds(events: list[Event]) -> list[tuple[RoundEvent, list[TokenEvent]]]:
+    """Each round with its tokens, in order."""
+    out, tokens = [], []
+    for event in events:
+        if isinstance(event, TokenEvent):
+            tokens.append(event)
+        elif isinstance(event, RoundEvent):
+            out.append((event, tokens))
+            tokens = []
+    return out
+
+
+def _featured(recs: Recordings) -> tuple[Recording, RoundEvent, list[TokenEvent]]:
+    """The round the draft, verify and cache steps explain: the first whose draft partly
+    stood (a refusal and a correction to see) on the code prompt, else on the prose prompt,
+    else the code prompt's first round that drafted."""
+    first = None
+    for kind in ("code", "prose"):
+        rec = recs.recording(kind, probabilities=True)
+        drafted = [(r, t) for r, t in _rounds(rec.speculative) if r.drafted >= 2]
+        for r, t in drafted:
+            if 0 < r.accepted < r.drafted:
+                return rec, r, t
+        if first is None and drafted:
+            first = (rec, *drafted[0])
+    if first is None:
+        raise SpecchatError("no round of these recordings drafted two tokens or more")
+    return first
+
+
+def _piece(text: str) -> str:
+    return repr(text)[1:-1] or "·"
+
+
+def _bar(value: float, width: int = 20) -> str:
+    full = max(0, min(width, round(value * width)))
+    return "█" * full + "·" * (width - full)
+
+
+def _reply_so_far(events: list[Event], before: int, styles: Styles, chars: int = 160) -> Text:
+    """The reply's text before position `before`, in its verdict colours, its end kept."""
+    pieces = [(e.kind, e.text) for e in events if isinstance(e, TokenEvent)
+              and e.kind is not TokenKind.REJECTED and e.position < before]
+    text = Text()
+    for kind, piece in pieces:
+        text.append(piece, styles[kind])
+    if len(text) > chars:
+        text = text[len(text) - chars:]
+        text = Text("…") + text
+    return text
+
+
+def _rate(turn: TurnEvent) -> str:
+    return fmt(turn.tokens_per_second, ".1f", " tok/s")
+
+
+def target_step(recs: Recordings, styles: Styles) -> Demo:
+    rec = recs.recording("code")
+    plain = rec.turns[0]
+    tps = plain.tokens_per_second
+    tokens = [e for e in rec.target_only if isinstance(e, TokenEvent)][:40]
+    text = Text()
+    for i, e in enumerate(tokens):
+        text.append(e.text, Style(reverse=i % 2 == 1) + styles[TokenKind.TARGET])
+    table = Table.grid(padding=(0, 2))
+    table.add_row("target step", fmt(1 / tps if tps else None, ".1f", " ms", 1000))
+    table.add_row("decode rate", _rate(plain))
+    table.add_row("first token", fmt(plain.ttft_s, ".2f", " s") +
+                  f" (the prompt's {rec.prompt_tokens} tokens read in one pass)")
+    return Demo(Group(Text(f"> {rec.prompt}", style="bold"),
+                      Text("the reply, one token a step (every other one shaded):"), text,
+                      Text(), table), (rec.source,))
+
+
+def draft(recs: Recordings, styles: Styles) -> Demo:
+    rec, rnd, tokens = _featured(recs)
+    drafts = [t for t in tokens if t.kind in (TokenKind.ACCEPTED, TokenKind.REJECTED)]
+    table = Table("#", "draft token", "q (the draft's confidence)", box=None)
+    for i, t in enumerate(drafts, 1):
+        table.add_row(str(i), _piece(t.text), f"{_bar(t.q or 0)} {fmt(t.q, '.2f')}")
+    first = min(t.position for t in tokens)
+    return Demo(Group(Text("the reply so far:"), _reply_so_far(rec.speculative, first, styles),
+                      Text(), Text(f"round {rnd.round}: {rec.drafter} proposes {rnd.drafted} "
+                                   f"tokens in {rnd.draft_s * 1000:.0f} ms", style="bold"),
+                      table), (rec.source,))
+
+
+def _verdict_table(tokens: list[TokenEvent], styles: Styles) -> Table:
+    table = Table("token", "q (draft)", "p (target)", "verdict", box=None)
+    refused = False
+    for t in tokens:
+        verdict = {TokenKind.ACCEPTED: "stands", TokenKind.REJECTED: "refused",
+                   TokenKind.CORRECTED: "the target's correction",
+                   TokenKind.BONUS: "bonus: the last row's token",
+                   TokenKind.TARGET: "the target's token"}[t.kind]
+        if t.kind is TokenKind.REJECTED:
+            verdict = "dropped: it follows a refused token" if refused else verdict
+            refused = True
+        table.add_row(Text(_piece(t.text), styles[t.kind]), fmt(t.q, ".2f"), fmt(t.p, ".2f"),
+                      Text(verdict, styles[t.kind]))
+    return table
+
+
+def verify(recs: Recordings, styles: Styles) -> Demo:
+    rec, rnd, tokens = _featured(recs)
+    parts: list[RenderableType] = [
+        Text(f"round {rnd.round}: one verify pass over {rnd.drafted + 1} positions, "
+             f"{rnd.verify_s * 1000:.0f} ms: {rnd.accepted} of {rnd.drafted} stand, "
+             f"{rnd.emitted} tokens added", style="bold"), _verdict_table(tokens, styles)]
+    full = [(r, t) for r, t in _rounds(rec.speculative)
+            if r.drafted and r.accepted == r.drafted and r is not rnd]
+    if full:
+        r, t = full[0]
+        parts += [Text(), Text(f"round {r.round}: every draft stands, and the last row gives "
+                               f"a bonus token ({r.emitted} tokens for one pass)", style="bold"),
+                  _verdict_table(t, styles)]
+    return Demo(Group(*parts), (rec.source,))
+
+
+def cache(recs: Recordings, styles: Styles) -> Demo:
+    rec, rnd, tokens = _featured(recs)
+    start = rec.prompt_tokens + min(t.position for t in tokens)
+    drafts = [t for t in tokens if t.kind in (TokenKind.ACCEPTED, TokenKind.REJECTED)]
+    fixed = [t for t in tokens if t.kind in (TokenKind.CORRECTED, TokenKind.BONUS)]
+
+    def row(label: str, kept: list[TokenEvent], cut: list[TokenEvent]) -> Text:
+        line = Text(f"{label:<22}")
+        line.append(f"[0 … {start - 1}] ", "dim")
+        for t in kept:
+            line.append(f"[{_piece(t.text)}]", styles[t.kind])
+        for t in cut:
+            line.append(f"[{_piece(t.text)}]", styles[TokenKind.REJECTED])
+        return line
+
+    kept = [t for t in drafts if t.kind is TokenKind.ACCEPTED]
+    cut = [t for t in drafts if t.kind is TokenKind.REJECTED]
+    after = start + len(kept)
+    lines = [
+        Text(f"round {rnd.round}: the context is {start} tokens (prompt and reply so far)",
+             style="bold"),
+        row("target, verifying:", kept, cut),
+        row("target, after:", kept, []),
+        Text(f"{'':<22}{len(cut)} rows cut back (llama_memory_seq_rm from position {after}); "
+             f"the cache holds {after} tokens"),
+        Text(f"{'':<22}next to read: " + " ".join(f"[{_piece(t.text)}]" for t in fixed)
+             + " (the round's own token, read as the next round's first row)"),
+        row("draft, after:", kept, []),
+        Text(f"{'':<22}the draft is cut back to the same {after} tokens; it reads the "
+             "target's token before drafting again"),
+    ]
+    return Demo(Group(*lines), (rec.source,))
+
+
+def _acceptance_table(rates: list[float], measured: float | None, label: str) -> Table:
+    table = Table("draft position", "stands (given the ones before)", "expected tokens a round",
+                  box=None, title=label, title_justify="left")
+    for i, rate in enumerate(rates, 1):
+        table.add_row(str(i), f"{_bar(rate)} {rate:.0%}", f"{expected_tokens(rates[:i]):.2f}")
+    table.add_row("measured", "", fmt(measured, ".2f", " (mean tokens a round)"))
+    return table
+
+
+def acceptance(recs: Recordings, styles: Styles) -> Demo:
+    parts: list[RenderableType] = []
+    sources = []
+    for kind in ("code", "prose"):
+        rec = recs.recording(kind)
+        spec = rec.turns[1]
+        parts.append(_acceptance_table(spec.accepted_by_position, spec.mean_accepted_length,
+                                       f"{kind}: {rec.drafter}, {fmt(spec.acceptance_rate, '.0%')}"
+                                       " of drafts stand"))
+        sources.append(rec.source)
+    return Demo(Group(*parts), tuple(sources))
+
+
+def verify_curve(recs: Recordings, styles: Styles) -> Demo:
+    curve = recs.curve()
+    costs = Costs(curve.verify_ms, curve.draft_ms)
+    rec = recs.recording("code")
+    rates = rec.turns[1].accepted_by_position
+    table = Table("verify n tokens", "ms here", "target steps here", "a GPU's (what-if)",
+                  box=None)
+    for n in range(1, len(curve.verify_ms) + 1):
+        table.add_row(str(n), f"{curve.verify_ms[n - 1]:.1f}", f"{costs.steps(n):.2f}",
+                      f"{1 + FLAT_SLOPE * (n - 1):.2f}")
+    gains = Table("draft k", "speedup here", "on a GPU's curve", box=None,
+                  title=f"with code's acceptance and a draft step of {curve.draft_ms:.1f} ms "
+                        f"({costs.draft_steps:.2f} target steps)", title_justify="left")
+    for k in range(1, min(len(rates), len(curve.verify_ms) - 1) + 1):
+        gains.add_row(str(k), f"{speedup(costs, rates, k):.2f}x",
+                      f"{speedup(costs.flat(), rates, k):.2f}x")
+    return Demo(Group(table, Text(), gains), (curve.source, rec.source))
+
+
+def _race_table(recs: Recordings, kinds: tuple[str, ...], arm: str, styles: Styles
+                ) -> tuple[Table, list[str]]:
+    table = Table("prompt", "target alone", "speculative", "speedup", "drafts standing",
+                  box=None)
+    sources = []
+    for kind in kinds:
+        rec = recs.recording(kind, arm)
+        plain, spec = rec.turns
+        ratio = (spec.tokens_per_second / plain.tokens_per_second
+                 if spec.tokens_per_second and plain.tokens_per_second else None)
+        style = styles[TokenKind.ACCEPTED if ratio and ratio >= 1 else TokenKind.REJECTED]
+        table.add_row(f"{kind} ({rec.drafter})", _rate(plain), _rate(spec),
+                      Text(fmt(ratio, ".2f", "x"), style), fmt(spec.acceptance_rate, ".0%"))
+        sources.append(rec.source)
+    return table, sources
+
+
+def prose_vs_code(recs: Recordings, styles: Styles) -> Demo:
+    table, sources = _race_table(recs, ("code", "prose"), "draft", styles)
+    return Demo(Group(Text("decode rates, each reply generated alone (speedup: the two rates' "
+                           "ratio)"), table), tuple(sources))
+
+
+def ngram(recs: Recordings, styles: Styles) -> Demo:
+    table, sources = _race_table(recs, ("edit",), "ngram", styles)
+    rec = recs.recording("edit", "ngram")
+    reply = _reply_so_far(rec.speculative, 10**9, styles, chars=400)
+    return Demo(Group(table, Text(), Text("the reply, drafts that stood in their colour:"),
+                      reply), tuple(sources))
+
+
+def draft_choice(recs: Recordings, styles: Styles) -> Demo:
+    table = Table("draft", "drafts standing", "draft ms a token", "decode rate",
+                  "speedup (same target alone)", box=None)
+    sources = []
+    for arm in ("draft", "other"):
+        rec = recs.recording("code", arm)
+        plain, spec = rec.turns
+        rounds = [r for r, _ in _rounds(rec.speculative) if r.drafted]
+        per_token = (1000 * sum(r.draft_s for r in rounds) / sum(r.drafted for r in rounds)
+                     if rounds else None)
+        ratio = (spec.tokens_per_second / plain.tokens_per_second
+                 if spec.tokens_per_second and plain.tokens_per_second else None)
+        table.add_row(rec.drafter, fmt(spec.acceptance_rate, ".0%"), fmt(per_token, ".1f"),
+                      _rate(spec), fmt(ratio, ".2f", "x"))
+        sources.append(rec.source)
+    return Demo(Group(Text("the code prompt, each draft against the target alone"), table),
+                tuple(sources))
+
+
+def chi_square(counts: np.ndarray, probs: np.ndarray) -> tuple[float, int]:
+    """Pearson's statistic of counts against probabilities (cells expected under 5 merged into
+    one), and its degrees of freedom."""
+    expected = probs * counts.sum()
+    small = expected < 5
+    obs = np.append(counts[~small], counts[small].sum())
+    exp = np.append(expected[~small], expected[small].sum())
+    keep = exp > 0
+    return float(((obs[keep] - exp[keep]) ** 2 / exp[keep]).sum()), int(keep.sum()) - 1
+
+
+def chi_square_line(df: int) -> float:
+    """The statistic a fair draw exceeds one time in a hundred (Wilson-Hilferty)."""
+    z = 2.326
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3 if df > 0 else 0.0
+
+
+def speculative_samples(p: np.ndarray, q: np.ndarray, n: int, rng: np.random.Generator
+                        ) -> tuple[np.ndarray, list[tuple[int, float, bool]]]:
+    """n tokens drawn the speculative way: a draft token from q, tested by the engine's own
+    p/q rule; the first few draws' (token, u, stood)."""
+    out = np.empty(n, dtype=int)
+    shown = []
+    for i in range(n):
+        x = int(rng.choice(q.size, p=q))
+        verdict = verify_sampling([x], [q], [p, p], rng)
+        stood = verdict.n_accepted == 1
+        out[i] = x if stood else verdict.next_token
+        if i < 8:
+            shown.append((x, verdict.uniforms[0], stood))
+    return out, shown
+
+
+def sampling(recs: Recordings, styles: Styles,
+             rng: np.random.Generator | None = None) -> Demo:
+    rows = recs.rows()
+    rng = rng or np.random.default_rng()
+    p = np.array(rows.p) / sum(rows.p)
+    q = np.array(rows.q) / sum(rows.q)
+    direct = np.bincount(rng.choice(p.size, size=SAMPLES, p=p), minlength=p.size)
+    spec, shown = speculative_samples(p, q, SAMPLES, rng)
+    drawn = np.bincount(spec, minlength=p.size)
+    table = Table("token", "p", "q", f"target alone ({SAMPLES})", f"speculative ({SAMPLES})",
+                  box=None)
+    for i, label in enumerate(rows.labels):
+        table.add_row(label, f"{p[i]:.3f}", f"{q[i]:.3f}",
+                      f"{_bar(direct[i] / SAMPLES, 12)} {direct[i] / SAMPLES:.3f}",
+                      f"{_bar(drawn[i] / SAMPLES, 12)} {drawn[i] / SAMPLES:.3f}")
+    stat, df = chi_square(drawn, p)
+    tests = Text("first draws: " + "; ".join(
+        f"{rows.labels[x]} u={u:.2f} p/q={p[x] / q[x]:.2f} {'stands' if ok else 'refused'}"
+        for x, u, ok in shown))
+    verdict = "consistent with p" if stat < chi_square_line(df) else "NOT consistent with p"
+    return Demo(Group(Text(f"the next token after …{rows.context}" if rows.context else
+                           "the reply's first token", style="bold"), table, Text(), tests,
+                      Text(f"speculative draws against p: chi-square {stat:.1f} on {df} degrees "
+                           f"of freedom (1% line {chi_square_line(df):.1f}): {verdict}")),
+                (rows.source, f"the {2 * SAMPLES} draws: made now, with specchat's own p/q rule"))
+
+
+def other_vocab(recs: Recordings, styles: Styles) -> Demo:
+    rec = recs.recording("code", "other", probabilities=True)
+    table = Table("the draft's own tokens", "as the target's tokens", box=None)
+    shown = 0
+    for rnd, tokens in _rounds(rec.speculative):
+        if rnd.draft_pieces and shown < 5:
+            verdicts = Text(" ").join(Text(f"[{_piece(t.text)}]", styles[t.kind])
+                                      for t in tokens)
+            table.add_row(" ".join(f"[{_piece(x)}]" for x in rnd.draft_pieces), verdicts)
+            shown += 1
+    note = ("" if shown else "this recording's draft shares the target's vocabulary: "
+                             "no text-level rounds")
+    return Demo(Group(Text(f"{rec.drafter} drafting for the target", style="bold"), table,
+                      Text(note)), (rec.source,))
+
+
+def gaps_s(events: list[Event]) -> list[float]:
+    """The time between each token appearing and the one before it (a round's tokens appear
+    together), after the first token."""
+    rounds = [r for r, _ in _rounds(events)]
+    out = []
+    for before, r in zip(rounds, rounds[1:], strict=False):
+        if r.emitted:
+            out += [r.t_s - before.t_s] + [0.0] * (r.emitted - 1)
+    return out
+
+
+def latency(recs: Recordings, styles: Styles) -> Demo:
+    table = Table("prompt", "target alone: mean", "p95", "speculative: mean", "p95",
+                  "longest pause", box=None)
+    sources = []
+    for kind in ("short", "prose", "code", "domain"):
+        rec = recs.recording(kind)
+        plain, spec = gaps_s(rec.target_only), gaps_s(rec.speculative)
+        table.add_row(kind, fmt(mean(plain), ".0f", " ms", 1000),
+                      fmt(percentile(plain, 0.95), ".0f", " ms", 1000),
+                      fmt(mean(spec), ".0f", " ms", 1000),
+                      fmt(percentile(spec, 0.95), ".0f", " ms", 1000),
+                      fmt(max(spec, default=None), ".0f", " ms", 1000))
+        sources.append(rec.source)
+    return Demo(Group(Text("gaps between tokens as they appear (a round's tokens appear "
+                           "together)"), table), tuple(dict.fromkeys(sources)))
+
+
+DEMOS: dict[str, Callable[[Recordings, Styles], Demo]] = {
+    f.__name__: f for f in (target_step, draft, verify, cache, acceptance, verify_curve,
+                            prose_vs_code, ngram, draft_choice, sampling, other_vocab, latency)}
+"""Each demonstration by the name a lesson file gives it."""
+
+
+def run_demo(name: str, recs: Recordings, styles: Styles) -> Demo:
+    return DEMOS[name](recs, styles)

@@ -1,0 +1,67 @@
+"""The lesson's text: one TOML file a presenter can edit or translate (lessons/ holds the
+shipped one). Each step names the demonstration it runs; the file's prompts are what the
+live demonstrations generate from."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from specchat.errors import SpecchatError
+from specchat.resources import resource_dir
+
+PROMPT_KINDS = ("code", "prose", "short", "domain", "edit")
+"""The prompts a lesson file gives: the kinds the demonstrations generate (and the shipped
+traces were recorded) on."""
+
+
+@dataclass(frozen=True)
+class Step:
+    title: str
+    say: tuple[str, ...]
+    question: str
+    demo: str
+
+
+@dataclass(frozen=True)
+class Lesson:
+    title: str
+    steps: tuple[Step, ...]
+    prompts: dict[str, str]
+    path: Path
+
+
+def default_path() -> Path:
+    return resource_dir("lessons") / "speculative-decoding.toml"
+
+
+def load_lesson(path: Path | None, demos: frozenset[str]) -> Lesson:
+    """The lesson in `path` (the shipped one by default); a SpecchatError names what is wrong
+    (a missing field, a demonstration specchat does not know, a prompt kind left out)."""
+    path = path or default_path()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecchatError(f"lesson file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SpecchatError(f"cannot read the lesson {path}: {exc}") from None
+    prompts = data.get("prompts", {})
+    missing = [kind for kind in PROMPT_KINDS if not isinstance(prompts.get(kind), str)]
+    if missing:
+        raise SpecchatError(f"{path}: [prompts] needs {', '.join(missing)}")
+    steps = []
+    for n, raw in enumerate(data.get("step", []), start=1):
+        try:
+            step = Step(str(raw["title"]), tuple(str(line) for line in raw["say"]),
+                        str(raw.get("question", "")), str(raw["demo"]))
+        except (KeyError, TypeError):
+            raise SpecchatError(f"{path}: step {n} needs title, say (a list of lines) and "
+                                "demo") from None
+        if step.demo not in demos:
+            raise SpecchatError(f"{path}: step {n} ({step.title}) runs demo '{step.demo}', "
+                                f"which is none of {', '.join(sorted(demos))}")
+        steps.append(step)
+    if not steps:
+        raise SpecchatError(f"{path}: no [[step]] in it")
+    return Lesson(str(data.get("title", "specchat lesson")), tuple(steps), dict(prompts), path)

@@ -1,0 +1,178 @@
+"""The lesson screen: one step at a time, its demonstration run in a thread worker (on the
+model thread where models are loaded here) and drawn when ready; next, back, run again, and in
+a room, follow the presenter's step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from specchat.errors import SpecchatError
+from specchat.lesson.demos import Demo, run_demo
+from specchat.lesson.follow import LessonSync
+from specchat.lesson.recordings import Recordings
+from specchat.lesson.script import Lesson
+from specchat.lesson.view import stem, step_view
+from specchat.native import model_thread
+from specchat.ui.slides import token_styles, write_renderable
+
+FOLLOW_EVERY_S = 0.5
+"""How often a following tab reads the presenter's step."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """What the demonstrations run on, as the chat screen knows it now: recordings, whether
+    they pass on the model thread, or why there are none yet."""
+
+    recordings: Recordings | None
+    on_model_thread: bool = False
+    waiting: str = ""
+
+
+class DemoReady(Message):
+    def __init__(self, index: int, demo: Demo | None, error: str = "") -> None:
+        super().__init__()
+        self.index, self.demo, self.error = index, demo, error
+
+
+class LessonScreen(Screen):
+    BINDINGS = [
+        Binding("right,n,space", "go(1)", "Next", priority=True),
+        Binding("left,b,p", "go(-1)", "Back", priority=True),
+        Binding("r", "again", "Run again"),
+        Binding("f", "follow", "Follow presenter", show=False),
+        Binding("escape", "app.pop_screen", "Back to chat"),
+    ]
+
+    def __init__(self, lesson: Lesson, source: Callable[[], Source], sync: LessonSync | None = None,
+                 start: int = 0) -> None:
+        super().__init__()
+        self.lesson, self.source, self.sync = lesson, source, sync
+        self.index = min(max(start, 0), len(lesson.steps) - 1)
+        self.demos: dict[int, Demo] = {}
+        self.note = ""
+        self.following = sync is not None and not sync.presenter
+        """An attendee's tab goes where the presenter goes until it steps away."""
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll():
+            yield Static(id="lesson-step")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.sync is not None and not self.sync.presenter:
+            self.set_interval(FOLLOW_EVERY_S, self.follow_presenter)
+            self.follow_presenter()
+        self.show(self.index)
+
+    # -- the step on screen -------------------------------------------------------------------
+    def show(self, index: int) -> None:
+        self.index = index
+        if self.sync is not None:
+            self.sync.publish(index)
+        self.sub_title = self.where()
+        self.draw()
+        if index not in self.demos:
+            self.run_step(index)
+
+    def draw(self) -> None:
+        view = step_view(self.lesson, self.index, self.demos.get(self.index), self.note)
+        self.query_one("#lesson-step", Static).update(view)
+
+    def where(self) -> str:
+        if self.sync is None:
+            return ""
+        if self.sync.presenter:
+            return "presenting: every tab in the room follows this one"
+        presenter = self.sync.read()
+        if self.following:
+            return "following the presenter"
+        at = "" if presenter is None else f" (on step {presenter + 1})"
+        return f"on your own: f goes back to the presenter's step{at}"
+
+    def run_step(self, index: int) -> None:
+        source = self.source()
+        if source.recordings is None:
+            self.note = source.waiting
+            self.draw()
+            self.set_timer(1.0, lambda: self.retry(index))
+            return
+        self.note = f"running the demonstration on {source.recordings.where}…"
+        self.draw()
+        self.demonstrate(index, source)
+
+    def retry(self, index: int) -> None:
+        """Ask the source again while the step is still on screen and has no demonstration."""
+        if self.index == index and index not in self.demos:
+            self.run_step(index)
+
+    @work(thread=True, exclusive=True, group="lesson")
+    def demonstrate(self, index: int, source: Source) -> None:
+        assert source.recordings is not None
+        recordings = source.recordings
+        styles = token_styles(self.app.current_theme)
+        name = self.lesson.steps[index].demo
+
+        def make() -> Demo:
+            return run_demo(name, recordings, styles)
+        try:
+            demo = model_thread.call(make) if source.on_model_thread else make()
+        except SpecchatError as exc:
+            self.post_message(DemoReady(index, None, str(exc)))
+            return
+        self.post_message(DemoReady(index, demo))
+
+    def on_demo_ready(self, message: DemoReady) -> None:
+        if message.demo is not None:
+            self.demos[message.index] = message.demo
+        elif message.index == self.index:
+            self.note = f"the demonstration failed: {message.error} (r runs it again)"
+        if message.index == self.index:
+            self.draw()
+
+    # -- keys ---------------------------------------------------------------------------------
+    def action_go(self, delta: int) -> None:
+        target = self.index + delta
+        if 0 <= target < len(self.lesson.steps):
+            self.following = False
+            self.show(target)
+
+    def action_again(self) -> None:
+        """Make this step's recordings again (live sources generate anew)."""
+        source = self.source()
+        if source.recordings is not None:
+            source.recordings.forget()
+        self.demos.pop(self.index, None)
+        self.show(self.index)
+
+    def action_follow(self) -> None:
+        if self.sync is not None and not self.sync.presenter:
+            self.following = True
+            self.follow_presenter()
+            self.sub_title = self.where()
+
+    def follow_presenter(self) -> None:
+        assert self.sync is not None
+        presenter = self.sync.read()
+        if self.following and presenter is not None and presenter != self.index \
+                and presenter < len(self.lesson.steps):
+            self.show(presenter)
+        else:
+            self.sub_title = self.where()
+
+    def write_slide(self, out: Path) -> list[Path]:
+        """F8: this step as an SVG and an HTML slide."""
+        view = step_view(self.lesson, self.index, self.demos.get(self.index), self.note)
+        return write_renderable(view, self.app.current_theme, out, stem(self.lesson, self.index),
+                                f"specchat · {self.lesson.steps[self.index].title}")

@@ -6,7 +6,8 @@ bytes out, all read as they come), not a browser: in a room the browsers run on 
 machines, so none draws here. For each N it reports the seconds until every tab had its first
 screen, the memory of each tab's app process (resident and proportional set size, read from
 /proc), and with `--message` the reply rate per tab: the reply's tokens over the seconds from
-Enter to the reply complete in that tab's history (queueing at a shared llama-server included).
+Enter to the reply complete in that tab's history (queueing at a shared llama-server included),
+and the speedup each tab showed (with a --baseline-server, against the target alone).
 
     .venv/bin/python -m benchmarks.workshop --tabs 1,2,4,8 -- replay code-0.5b-draft-k3
     .venv/bin/python -m benchmarks.workshop --tabs 1,2,4,8 --message "Write a haiku." \\
@@ -56,6 +57,9 @@ class Reply:
     tokens: int
     decode_rate: float | None
     """The turn's own decode rate (its stats)."""
+    speedup: float | None = None
+    """The turn's speedup as the tab showed it (against the target-alone server, where the tabs
+    have one)."""
 
 
 @dataclass
@@ -145,7 +149,7 @@ async def _round(url: str, n: int, serve_pid: int, history_dir: Path, message: s
                 if complete:
                     stats = json.loads(complete[-1][1] or "{}")
                     replies.append(Reply(time.monotonic() - sent, int(stats.get("n_tokens", 0)),
-                                         stats.get("tokens_per_second")))
+                                         stats.get("tokens_per_second"), stats.get("speedup")))
                     waiting.remove(path)
             await asyncio.sleep(0.05)
         await still(QUIET_S)
@@ -171,6 +175,9 @@ def _row(r: Round, message: str | None) -> str:
         cells.append(f"{statistics.median(decode):.1f}" if decode else "–")
         last = max((x.seconds for x in r.replies), default=0.0)
         cells.append(f"{sum(x.tokens for x in r.replies) / last:.1f}" if last else "–")
+        speedups = [x.speedup for x in r.replies if x.speedup]
+        cells.append(f"{statistics.median(speedups):.2f}x ({min(speedups):.2f}-"
+                     f"{max(speedups):.2f})" if speedups else "–")
     return "| " + " | ".join(cells) + " |"
 
 
@@ -202,7 +209,8 @@ def main() -> int:
     if args.message:
         head += ["reply rate per tab, Enter to complete (tok/s, median (min-max))",
                  "in-turn decode rate (tok/s, median)",
-                 "all tabs' tokens over Enter to the last reply (tok/s)"]
+                 "all tabs' tokens over Enter to the last reply (tok/s)",
+                 "speedup each tab showed (median (min-max))"]
     print("| " + " | ".join(head) + " |\n" + "|---" * len(head) + "|", flush=True)
     try:
         for n in counts:

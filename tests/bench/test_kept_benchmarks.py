@@ -31,6 +31,8 @@ KEPT = {  # module -> (its arguments, a line its output must have)
     "gemm_patch": (["--target", "{q4_0}", "--repeats", "1", "--sizes", "1,4,8"],
                    "the same bits before and after: yes"),
     "tui_vs_ask": (["--repeats", "1", "--tokens", "16"], "median TUI/ask decode tok/s"),
+    "room_vs_ask": (["--repeats", "1", "--tokens", "16", "--categories", "short", "--slots", "2"],
+                    "| short |"),
     "workshop": (["--tabs", "1,2", "--", "replay", "code-0.5b-draft-k3", "--speed", "8"],
                  "| 2 |"),
     "batching_drift": (["{target}", "--tokens", "8"], "| tiny-target.gguf |"),

@@ -142,13 +142,13 @@ class LlamaServer:
     test; `url` answers once the model is loaded."""
 
     def __init__(self, binary: Path, target: Path, draft: Path | None = None, n_max: int = 3,
-                 n_ctx: int = 1024, log: Path | None = None) -> None:
+                 n_ctx: int = 1024, log: Path | None = None, slots: int = 1) -> None:
         import urllib.request
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         args = [str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(self.port),
-                "-c", str(n_ctx), "-t", "1", "-np", "1", "-ngl", "0"]
+                "-c", str(n_ctx * slots), "-t", "1", "-np", str(slots), "-ngl", "0"]
         if draft is not None:
             args += ["-md", str(draft), "--spec-type", "draft-simple", "-ngld", "0",
                      "--spec-draft-n-max", str(n_max),

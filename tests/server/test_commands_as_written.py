@@ -137,7 +137,7 @@ def run_as_typed(args: list[str], models: Path, server_binary: Path, tmp_path: P
     full_screen = {"replay": "accepted", "lesson": "from: "}  # the lesson: its first demo ran
     if not args or args[0].startswith("-") or (
             args[0] in full_screen and not {"--list", "--export"} & set(args)):
-        until = full_screen.get(args[0], "Enter sends")
+        until = full_screen.get(args[0] if args else "", "Enter sends")
         assert in_terminal(args, env, until, size=(45, 240)) == (True, 0)
         return
     if args[0] not in SERVING:

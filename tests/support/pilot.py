@@ -17,8 +17,9 @@ THEMES = ["specchat-dark", "specchat-light", "specchat-colorblind", "specchat-pr
 
 def make_app(tiny, tmp_path: Path, draft: str | None = None, max_tokens: int = 24,
              config: Config | None = None, history: HistoryStore | None = None,
-             warm_up: bool = True):
-    """The app on the tiny pair with its own history (or `history`) and config file."""
+             warm_up: bool = True, launch=None):
+    """The app on the tiny pair with its own history (or `history`) and config file, started
+    as `launch` says (else a chat, warmed up or not)."""
     from specchat.ui.app import SpecchatApp
     from specchat.ui.launch import Launch
 
@@ -26,7 +27,7 @@ def make_app(tiny, tmp_path: Path, draft: str | None = None, max_tokens: int = 2
         ModelOptions(target=str(tiny.target), draft=draft or str(tiny.draft), n_ctx=1024,
                      threads=1),
         DraftOptions(policy="fixed", k=3), SamplingOptions(max_tokens=max_tokens))
-    return SpecchatApp(settings, Launch(warm_up=warm_up),
+    return SpecchatApp(settings, launch or Launch(warm_up=warm_up),
                        history or HistoryStore(tmp_path / "history.sqlite3"),
                        config or Config(tmp_path / "config.toml"))
 

@@ -18,12 +18,9 @@ from specchat.ui.screens.lesson_screen import LessonScreen
 
 
 def _lesson_app(tiny, tmp_path: Path, traces_only: bool = True):
-    app = make_app(tiny, tmp_path, warm_up=False)
-    app.chat_screen.launch = Launch(warm_up=False, lesson=LessonLaunch(
-        load_lesson(None, frozenset(DEMOS)), traces_only, tokens=16))
-    app.chat_screen.lessons.traces_only = traces_only
-    app.chat_screen.lessons.tokens = 16
-    return app
+    """The app started as `specchat lesson [--traces] --tokens 16` starts it, on the tiny pair."""
+    return make_app(tiny, tmp_path, launch=Launch(warm_up=False, lesson=LessonLaunch(
+        load_lesson(None, frozenset(DEMOS)), traces_only, tokens=16)))
 
 
 def _shown(app) -> str:
@@ -43,10 +40,11 @@ def test_keys_step_through_the_lesson_and_f8_writes_the_step_on_screen(tiny, tmp
         app = _lesson_app(tiny, tmp_path)
         async with app.run_test(size=SIZE) as pilot:
             await _at_step(app, pilot, 1)
-            assert "One token at a time" in _shown(app) and "shipped traces" in _shown(app)
+            await until(pilot, lambda: "One token at a time" in _shown(app)
+                        and "shipped traces" in _shown(app))  # drawn, not only made
             await pilot.press("right", "space")
             await _at_step(app, pilot, 3)
-            assert "The target checks them in one pass" in _shown(app)
+            await until(pilot, lambda: "The target checks them in one pass" in _shown(app))
             await pilot.press("left")
             await _at_step(app, pilot, 2)
             app.action_slides(out=tmp_path / "slides")
@@ -115,4 +113,23 @@ def test_the_demonstrations_run_live_on_the_loaded_pair(tiny, tmp_path, monkeypa
                 elif n == 1:
                     assert sources[0].startswith("generated here now: tiny-target")
                 await pilot.press("right")
+    run_async(scenario)
+
+
+def test_the_first_run_layout_offer_does_not_cover_a_lesson(tiny, tmp_path, monkeypatch):
+    from specchat.catalog.layout import Q4_0
+    from specchat.optimize.command import Job
+    from specchat.ui.screens.layout_offer import LayoutOfferScreen, Offer
+
+    offer = Offer(Q4_0, "x86 with AVX2", [Job(tiny.draft, "tiny-draft", "draft")])
+    monkeypatch.setattr("specchat.ui.chat.model_loading.layout_offer", lambda settings: offer)
+
+    async def scenario():
+        app = _lesson_app(tiny, tmp_path, traces_only=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await _at_step(app, pilot, 1)  # its demonstration ran on the loaded models
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert isinstance(app.screen, LessonScreen)
+            assert not any(isinstance(s, LayoutOfferScreen) for s in app.screen_stack)
     run_async(scenario)

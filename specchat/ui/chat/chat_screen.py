@@ -74,7 +74,7 @@ class ChatScreen(Screen):
         self.launch = launch or Launch()
         self.turns = TurnRunner(self.launch.replay_speed)
         self.models = ModelLoader(settings, keeper, history, self.launch.warm_up,
-                                  lambda: self.turns.busy)
+                                  lambda: self.turns.busy, offer_layout=self.launch.lesson is None)
         self.view = ChatView()
         self.lessons = LessonSources(settings, keeper, self.launch.lesson)
         self.show_rejected = True

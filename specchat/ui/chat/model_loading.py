@@ -46,11 +46,13 @@ class ModelLoader(Widget):
     DEFAULT_CSS = "ModelLoader { display: none; }"
 
     def __init__(self, settings: Settings, keeper: ModelKeeper, history: HistoryStore,
-                 warm_up: bool, replying: Callable[[], bool]) -> None:
+                 warm_up: bool, replying: Callable[[], bool], offer_layout: bool = True) -> None:
         super().__init__()
         self.settings, self.keeper, self.history, self.warm_up = settings, keeper, history, warm_up
         self.replying = replying
         """Whether a turn runs now: no model is swapped under it."""
+        self.offer_layout = offer_layout
+        """Offer to re-lay the default pair after it loads (not over a lesson in progress)."""
         self.chat: ChatState | None = None
 
     @property
@@ -128,7 +130,7 @@ class ModelLoader(Widget):
 
     def _start(self, session: Session, where: str) -> None:
         self.chat = ChatState(session, self.history)
-        if self.chat.engine is not None:
+        if self.chat.engine is not None and self.offer_layout:
             self._offer_layout()
         self.post_message(ChatStarted(where, server=self.chat.engine is None))
         if self.history.problem:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import statistics
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -36,6 +36,7 @@ ROWS_FILE = "sampling-rows.json"
 TOP_TOKENS = 8
 """The tokens a Rows keeps by name (the most likely of p and of q); the rest is one entry."""
 ROWS_TEMPERATURE = 0.8
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -145,11 +146,12 @@ class TraceRecordings:
         """Recorded: nothing to make again."""
 
 
-def top_rows(p: np.ndarray, q: np.ndarray, pieces: list[str], context: str, source: str) -> Rows:
+def top_rows(p: np.ndarray, q: np.ndarray, piece: Callable[[int], str], context: str,
+             source: str) -> Rows:
     """The TOP_TOKENS most likely tokens of p and of q by name, the rest as '(the rest)'."""
     top = list(dict.fromkeys([*np.argsort(-p)[:TOP_TOKENS // 2].tolist(),
                               *np.argsort(-q)[:TOP_TOKENS].tolist()]))[:TOP_TOKENS]
-    labels = tuple(repr(pieces[i])[1:-1] or "(empty)" for i in top) + ("(the rest)",)
+    labels = tuple(repr(piece(i))[1:-1] or "(empty)" for i in top) + ("(the rest)",)
     pick = [float(p[i]) for i in top]
     qick = [float(q[i]) for i in top]
     return Rows(labels, (*pick, max(0.0, 1.0 - sum(pick))), (*qick, max(0.0, 1.0 - sum(qick))),
@@ -170,11 +172,11 @@ class _Cached:
         with self.lock:
             self.made.clear()
 
-    def _once(self, key: tuple[str, ...], make: object) -> object:
+    def _once(self, key: tuple[str, ...], make: Callable[[], T]) -> T:
         with self.lock:
             if key not in self.made:
-                self.made[key] = make() if callable(make) else make
-            return self.made[key]
+                self.made[key] = make()
+            return self.made[key]  # type: ignore[return-value]  # what make() gave for key
 
     def _shipped(self, kind: str, arm: str, why: str) -> Recording:
         shipped = self.traces.recording(kind, arm)
@@ -195,7 +197,7 @@ class LiveRecordings(_Cached):
 
     def recording(self, kind: str, arm: str = "draft", probabilities: bool = False
                   ) -> Recording:
-        return self._once(("rec", kind, arm), lambda: self._race(kind, arm))  # type: ignore[return-value]
+        return self._once(("rec", kind, arm), lambda: self._race(kind, arm))
 
     def _race(self, kind: str, arm: str) -> Recording:
         engine, keeper = self.engine, self.keeper
@@ -228,10 +230,10 @@ class LiveRecordings(_Cached):
             costs = self.keeper.measure_costs(self.engine)
             return Curve(costs.verify, costs.draft,
                          f"timed here now on {self.engine.target.name} at depth {costs.depth}")
-        return self._once(("curve",), measure)  # type: ignore[return-value]
+        return self._once(("curve",), measure)
 
     def rows(self) -> Rows:
-        return self._once(("rows",), self._rows)  # type: ignore[return-value]
+        return self._once(("rows",), self._rows)
 
     def _rows(self) -> Rows:
         """Both models' distributions after the prose prompt and the target's reply up to its
@@ -251,9 +253,8 @@ class LiveRecordings(_Cached):
         p = sampling.distribution(target.eval(ids, len(ids) - 1)[-1])
         q = sampling.distribution(model.eval(ids, len(ids) - 1)[-1])
         engine.clear_caches()
-        pieces = [target.token_bytes(i).decode("utf-8", "replace") for i in range(target.n_vocab)]
         context = "".join(e.text for e in tokens[:cut])[-60:]
-        return top_rows(p, q, pieces, context,
+        return top_rows(p, q, lambda i: target.token_bytes(i).decode("utf-8", "replace"), context,
                         f"{target.name} and {model.name} at temperature {ROWS_TEMPERATURE}, "
                         "evaluated here now")
 
@@ -280,7 +281,7 @@ class ServerRecordings(_Cached):
                                             f"{self.session.draft_name} only")
         if self.plain is None:
             return self._shipped(kind, arm, "the room has no target-only server")
-        return self._once(("rec", kind), lambda: self._race(kind))  # type: ignore[return-value]
+        return self._once(("rec", kind), lambda: self._race(kind))
 
     def _race(self, kind: str) -> Recording:
         settings = GenerationSettings(max_tokens=self.max_tokens)
@@ -298,10 +299,3 @@ class ServerRecordings(_Cached):
     def rows(self) -> Rows:
         return self.traces.rows()
 
-
-def write_rows(rows: Rows, target: str, draft: str, out: Path) -> None:
-    """Keep live rows as the shipped file the trace source reads."""
-    out.write_text(json.dumps({"target": target, "draft": draft,
-                               "temperature": ROWS_TEMPERATURE, "context": rows.context,
-                               "labels": rows.labels, "p": rows.p, "q": rows.q}, indent=1)
-                   + "\n", encoding="utf-8")

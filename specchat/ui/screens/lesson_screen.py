@@ -90,12 +90,12 @@ class LessonScreen(Screen):
         view = step_view(self.lesson, self.index, self.demos.get(self.index), self.note)
         self.query_one("#lesson-step", Static).update(view)
 
-    def where(self) -> str:
+    def where(self, presenter: int | None = None) -> str:
+        """The subtitle; `presenter`: the presenter's step as last read."""
         if self.sync is None:
             return ""
         if self.sync.presenter:
             return "presenting: every tab in the room follows this one"
-        presenter = self.sync.read()
         if self.following:
             return "following the presenter"
         at = "" if presenter is None else f" (on step {presenter + 1})"
@@ -160,7 +160,6 @@ class LessonScreen(Screen):
         if self.sync is not None and not self.sync.presenter:
             self.following = True
             self.follow_presenter()
-            self.sub_title = self.where()
 
     def follow_presenter(self) -> None:
         assert self.sync is not None
@@ -169,7 +168,7 @@ class LessonScreen(Screen):
                 and presenter < len(self.lesson.steps):
             self.show(presenter)
         else:
-            self.sub_title = self.where()
+            self.sub_title = self.where(presenter)
 
     def write_slide(self, out: Path) -> list[Path]:
         """F8: this step as an SVG and an HTML slide."""

@@ -74,6 +74,36 @@ def speedup(costs: Costs, accept: Sequence[float], k: int) -> float:
     return expected_tokens(list(accept[:k])) / (costs.steps(k + 1) + k * costs.draft_steps)
 
 
+ALT_STANDS = 0.3
+"""The what-if chance that a draft tree's alternative is the target's choice where the chain's
+token beside it was refused, before a conversation measured one."""
+
+
+def tree_speedup(costs: Costs, accept: Sequence[float], k: int, alt_stands: float) -> float:
+    """A draft tree of one alternative beside each of k draft tokens (2k rows to verify, no
+    more draft passes: the alternatives come from the rows the chain was drawn from): an
+    alternative adds a token where the round reaches it, the chain's token is refused and the
+    alternative stands (`alt_stands`)."""
+    if k == 0:
+        return 1.0
+    reach, extra = 1.0, 0.0
+    for a in accept[:k]:
+        extra += reach * (1.0 - a) * alt_stands
+        reach *= a
+    return ((expected_tokens(list(accept[:k])) + extra)
+            / (costs.steps(2 * k + 1) + k * costs.draft_steps))
+
+
+def branch_stands(rounds: Iterable[RoundEvent]) -> tuple[float, int] | None:
+    """How often an alternative stood where it was tested, over the rounds, and how many were
+    tested (None: none was)."""
+    tested = stood = 0
+    for r in rounds:
+        tested += r.branches_tested
+        stood += r.branch_stood
+    return (stood / tested, tested) if tested else None
+
+
 def best_k(costs: Costs, accept: Sequence[float], k_max: int = 8) -> tuple[int, float]:
     """The k (0 = no drafting) with the highest expected speedup, and that speedup."""
     return max(((k, speedup(costs, accept, k)) for k in range(min(k_max, len(accept)) + 1)),

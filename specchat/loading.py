@@ -255,6 +255,7 @@ def open_session(settings: Settings, engine: SpeculativeEngine | None = None
 
         server = ServerSession.connect(settings.models.server, settings.models.baseline_server,
                                        settings.sampling.params(), conversation, policy)
-        return server, server.where
+        trees = " · draft trees: a llama-server drafts chains" if settings.draft.tree else ""
+        return server, server.where + trees
     local = ChatSession(engine or build_engine(settings), conversation, policy)
     return local, placement(local.engine)

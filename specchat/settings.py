@@ -17,6 +17,7 @@ from typing import Any
 
 from specchat.chat.context import POLICIES as CONTEXT_POLICIES
 from specchat.engine.loop import DraftSettings, GenerationSettings
+from specchat.engine.policy import TreeSettings
 from specchat.engine.sampling import SamplingParams
 
 BACKENDS = ("llamacpp", "transformers")
@@ -119,6 +120,16 @@ def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
     return parse
 
 
+def on_off(text: str) -> bool:
+    """A switch in the form or the config file: on/off (yes/no, true/false, 1/0 too)."""
+    word = text.strip().lower()
+    if word in ("on", "yes", "true", "1"):
+        return True
+    if word in ("off", "no", "false", "0"):
+        return False
+    raise ValueError(text)
+
+
 @dataclass
 class DraftOptions:
     """How much to draft each round. The defaults (a fixed k with the default draft model) are
@@ -138,9 +149,19 @@ class DraftOptions:
     p_min: float = opt(0.0, "stop drafting when the draft's top probability is below this",
                        label="confidence stop", hint="stop drafting below this draft probability",
                        low=0.0, high=1.0)
+    tree: bool = opt(False, "draft trees: beside a draft token the draft model was unsure of, "
+                            "verify its next-best tokens in the same target pass (adaptive: "
+                            "only where this machine's verify curve makes the rows pay)",
+                     kind=on_off, label="draft trees", hint="on or off")
+    tree_nodes: int = opt(4, "draft trees: alternatives verified a round, at most",
+                          label="tree alternatives", hint="a round, at most", low=1, high=15)
+    tree_p: float = opt(0.9, "draft trees: branch only beside draft tokens drawn with a top "
+                             "probability below this", label="tree threshold",
+                        hint="branch below this draft probability", low=0.0, high=1.0)
 
     def engine(self) -> DraftSettings:
-        return DraftSettings(self.k, self.n_min, self.p_min, self.policy == "adaptive")
+        tree = TreeSettings(self.tree_nodes, self.tree_p) if self.tree else None
+        return DraftSettings(self.k, self.n_min, self.p_min, self.policy == "adaptive", tree)
 
 
 @dataclass
@@ -231,7 +252,8 @@ def from_config(engine: dict[str, Any]) -> tuple[Settings, list[str]]:
         value = engine[f.name]
         try:
             typed = parse_field(f, str(value))
-            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            if isinstance(value, bool) is not isinstance(_default(f), bool) or not isinstance(
+                    value, (int, float, str)):
                 raise ValueError(f"{f.name}: {value!r} is not valid")
         except ValueError as exc:
             problems.append(f"config [engine] {exc}; using the default")
@@ -259,6 +281,8 @@ def add_arguments(parser: argparse.ArgumentParser, defaults: Settings,
                                   "help": f.metadata["help"]}
             if isinstance(default, list):
                 kw.update(action="append", default=list(default))
+            elif isinstance(default, bool):
+                kw.update(action=argparse.BooleanOptionalAction)
             else:
                 kw.update(type=f.metadata["kind"], choices=f.metadata["choices"])
                 if default is not None:

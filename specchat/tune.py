@@ -37,6 +37,7 @@ from specchat.costs import conditional_rates
 from specchat.engine.drafters import NO_DRAFT, Drafter, NoDrafter
 from specchat.engine.events import RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.policy import TreeSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import paired_speedup_interval
 from specchat.errors import SpecchatError
@@ -63,6 +64,8 @@ class Arm:
     measured_high: float | None = None
     """The measured speedup's 95% interval, over the calibration prompts (paired bootstrap)."""
     acceptance: float | None = None
+    tree: bool = False
+    """Drafting trees (the adaptive policy's, engine/policy/branching.py)."""
 
 
 def add_parser(sub: Any, defaults: Settings) -> argparse.ArgumentParser:
@@ -78,6 +81,8 @@ def add_parser(sub: Any, defaults: Settings) -> argparse.ArgumentParser:
                    help="a prompts file ([[prompt]] category, name, text); default: the first "
                         "prompt of each category of the built-in suite")
     p.add_argument("--max-tokens", type=int, default=CALIBRATION_TOKENS)
+    p.add_argument("--tree", action="store_true",
+                   help="also try each drafter with draft trees (the adaptive policy's)")
     p.add_argument("--save", action="store_true", help="make the recommendation the default")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
@@ -135,7 +140,7 @@ def calibration_prompts(path: Path | None) -> list[Prompt]:
 
 
 def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], tokens: int,
-         progress: Progress | None = None) -> dict[str, Any]:
+         progress: Progress | None = None, trees: bool = False) -> dict[str, Any]:
     """Measure and recommend; the result is what `--json` prints."""
     from specchat.keeper import ModelKeeper
     from specchat.loading import (
@@ -170,6 +175,9 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     for d in drafts:
         plan += [(d, Arm(d, k, "fixed"), DraftSettings(k=k)) for k in ks]
         plan.append((d, Arm(d, K_MAX, "adaptive"), DraftSettings(k=K_MAX, adaptive=True)))
+        if trees and drafters[d].model is not None:
+            plan.append((d, Arm(d, K_MAX, "adaptive", tree=True),
+                         DraftSettings(k=K_MAX, adaptive=True, tree=TreeSettings())))
     if progress is not None and task is not None:
         progress.update(task, total=len(prompts) * (len(plan) + 1) + 1)
     draft_ms = {d: timing.draft_pass_after(drafter.model, target.tokens, 6) if drafter.model
@@ -183,7 +191,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         turns[NO_DRAFT].append(_rounds(engines[NO_DRAFT], ids[i], tokens)[0])
         step(f"{prompt.category}/{prompt.name}: target only")
         for d, arm, draft_settings in plan:
-            key = f"{d} {arm.policy} {arm.k}"
+            key = _key(d, arm)
             if key not in engines:  # the adaptive policy starts from the curve just timed
                 engines[key] = speculative_engine(target, drafters[d], greedy, draft_settings, rng)
                 engines[key].policy.costs.machine.shape = shape
@@ -193,7 +201,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
             if arm.policy == "fixed" and arm.k == max(ks):
                 pairs[d] += [(r.drafted, r.accepted) for r in rounds if r.drafted]
                 drafting[d] += [(r.draft_s, r.drafted) for r in rounds if r.drafted]
-            step(f"{prompt.category}/{prompt.name}: {d} {arm.policy} k={arm.k}")
+            step(f"{prompt.category}/{prompt.name}: {d} {_how(arm)}")
     base = _rate(turns[NO_DRAFT])
     # a draft pass as it costs between target passes (both models' weights share the CPU's
     # caches there; timed alone, the 0.5B pass on the default pair looked a third cheaper)
@@ -201,7 +209,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
                if drafting[d] and draft_ms[d] else draft_ms[d] for d in drafts}
     arms = []
     for d, arm, _ in plan:
-        mine = turns[f"{d} {arm.policy} {arm.k}"]
+        mine = turns[_key(d, arm)]
         accept = [r for r, _ in conditional_rates(pairs[d], max(ks))]
         accept += [accept[-1] if accept else 0.0] * (K_MAX - len(accept))
         drafted = sum(t.n_drafted for t in mine)
@@ -221,8 +229,9 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     save_tuned(models_dir(), target.path.name, {
         _menu_key(d, drafters[d]): _measured(d, arms, in_turn[d], verify[0]) for d in drafts})
     best, paying = choose(arms)
-    recommended = ({"draft": best.draft, "k": best.k, "policy": best.policy} if paying
-                   else {"draft": NO_DRAFT, "k": DraftSettings().k, "policy": "fixed"})
+    recommended = ({"draft": best.draft, "k": best.k, "policy": best.policy, "tree": best.tree}
+                   if paying else {"draft": NO_DRAFT, "k": DraftSettings().k, "policy": "fixed",
+                                   "tree": False})
     others = cpu.others_share(cpu_start, cpu.sample())
     busy = cpu.busy_note(others, "the calibration")
     target.close()
@@ -240,12 +249,21 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         "draft_ms": draft_ms, "draft_ms_in_turn": in_turn, "drafters": [asdict(a) for a in arms],
         "others_cpu": others,
         "recommended": None if busy else recommended,
-        "why": busy or (f"{best.draft} {best.policy} k={best.k} measured "
+        "why": busy or (f"{best.draft} {_how(best)} measured "
                         f"{speedup_text(best.measured_speedup, best.measured_low, best.measured_high)}"
                         if paying else "no drafter measured more than "
                         f"{(MARGIN - 1) * 100:.0f}% faster than the target alone here, with its "
                         "95% interval above 1.0"),
     }
+
+
+def _how(arm: Arm) -> str:
+    return f"{arm.policy}{' tree' if arm.tree else ''} k={arm.k}"
+
+
+def _key(draft: str, arm: Arm) -> str:
+    """An arm's engine and turns: one a drafter, policy, k and shape."""
+    return f"{draft} {_how(arm)}"
 
 
 def choose(arms: Sequence[Arm]) -> tuple[Arm, bool]:
@@ -284,7 +302,7 @@ def table(result: dict[str, Any]) -> Table:
         t.add_column(column, justify="left" if column in ("drafter", "policy") else "right",
                      overflow="fold")
     for a in result["drafters"]:
-        t.add_row(a["draft"], a["policy"], str(a["k"]),
+        t.add_row(a["draft"], a["policy"] + (" tree" if a.get("tree") else ""), str(a["k"]),
                   "–" if a["predicted_speedup"] is None else f"{a['predicted_speedup']:.2f}x",
                   speedup_text(a["measured_speedup"], a["measured_low"], a["measured_high"],
                                compact=True),
@@ -300,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
     prompts = calibration_prompts(args.prompts)
     err = Console(stderr=True)
     with Progress(console=err, transient=True, disable=args.json) as progress:
-        result = tune(settings, drafts, prompts, args.max_tokens, progress)
+        result = tune(settings, drafts, prompts, args.max_tokens, progress, args.tree)
     rec = result["recommended"]
     if args.json:
         print(json.dumps(result))
@@ -320,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"no recommendation: {result['why']}; run it again on a quiet machine")
         else:
             console.print(f"recommended: --draft {rec['draft']} --policy {rec['policy']} "
-                          f"--k {rec['k']} ({result['why']})")
+                          f"--k {rec['k']}{' --tree' if rec['tree'] else ''} ({result['why']})")
     if args.save and rec is None:
         raise SpecchatError(f"not saving: {result['why']}")
     if args.save:
@@ -328,7 +346,8 @@ def run(args: argparse.Namespace) -> int:
         if config.error:
             raise SpecchatError(f"not saving: {config.error}")
         engine = config.data.setdefault("engine", {})
-        engine.update({"draft": rec["draft"], "policy": rec["policy"], "k": rec["k"]})
+        engine.update({"draft": rec["draft"], "policy": rec["policy"], "k": rec["k"],
+                       "tree": rec["tree"]})
         config.save()
         err.print(f"saved to {config.path}: it is the default from now on", style="dim")
     return 0

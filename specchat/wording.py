@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from specchat.cpu import busy_note, default_threads
-from specchat.engine.drafters import NO_DRAFT
+from specchat.engine.drafters import NO_DRAFT, CombinedDrafter, ModelDrafter
 from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.loop import SpeculativeEngine
 
@@ -26,10 +26,34 @@ def shown_text(event: TokenEvent) -> str:
 
 
 def placement(engine: SpeculativeEngine) -> str:
-    """Where each model runs, in one line: `target X (here) · draft Y (RPC 10.0.0.2:50052)`."""
+    """Where each model runs, in one line: `target X (here) · draft Y (RPC 10.0.0.2:50052)`,
+    and whether it drafts trees where the settings ask for them (once: why not, if not)."""
     model = engine.drafter.model
     draft = f"draft {engine.drafter.name}" + (f" ({model.where})" if model else "")
-    return f"target {engine.target.name} ({engine.target.where}) · {draft}"
+    return f"target {engine.target.name} ({engine.target.where}) · {draft}" + trees_note(engine)
+
+
+def trees_refused(engine: SpeculativeEngine) -> str | None:
+    """Why this engine drafts chains where the settings ask for draft trees (None: they are
+    drafted, or not asked for)."""
+    if engine.draft_settings.tree is None:
+        return None
+    drafter = engine.drafter
+    model = drafter.drafter if isinstance(drafter, CombinedDrafter) else drafter
+    if not engine.target.can_tree:
+        return f"{engine.target.name} verifies chains only where it runs, so the draft drafts chains"
+    if not isinstance(model, ModelDrafter):
+        return (f"{drafter.name} drafts chains (trees branch where a draft model of the "
+                "target's vocabulary is unsure)")
+    return None
+
+
+def trees_note(engine: SpeculativeEngine) -> str:
+    """Where draft trees are asked for: that they are drafted, or why chains are."""
+    if engine.draft_settings.tree is None:
+        return ""
+    why = trees_refused(engine)
+    return f" · draft trees: {why}" if why else " · draft trees"
 
 
 def context_note(event: ContextEvent) -> str:

@@ -129,6 +129,10 @@ class TransformersBackend:
         self.n_ctx = min(n_ctx, int(limit))
         self._cache = transformers.DynamicCache(config=config)
         self.can_truncate = bool(self._cache.is_croppable)
+        self.can_tree = self.can_truncate
+        self._tree: tuple[int, list[int], list[int], list[int]] | None = None
+        """The tree `eval_tree` left in the cache (where its nodes start, the nodes, their
+        parents, the path to the first leaf), until `keep_path` (or a truncation)."""
         # transformers 5.24 names the forward's cache argument `cache`, earlier 5.x releases
         # `past_key_values`; one that is not named is silently ignored, so ask the model
         forward = inspect.signature(self.model.forward).parameters
@@ -177,11 +181,75 @@ class TransformersBackend:
         self.tokens.extend(tokens)
         return out.logits[0].float().cpu().numpy()
 
+    def eval_tree(self, tokens: Sequence[int], nodes: Sequence[int],
+                  parents: Sequence[int]) -> np.ndarray:
+        """One forward pass with a 4D attention mask over the tree (each node sees the cache,
+        `tokens` and its ancestors) and each node at its depth's position; the cache holds the
+        nodes in batch order until `keep_path` keeps one path of them."""
+        start, n_tok = len(self.tokens), len(tokens)
+        n = n_tok + len(nodes)
+        if start + n > self.n_ctx:
+            raise ContextOverflowError(f"{self.name}: {start + n} tokens do not fit the "
+                                       f"context of {self.n_ctx}")
+        torch = self._torch
+        depth: list[int] = []
+        allow = np.zeros((n, start + n), dtype=bool)
+        allow[:, :start + n_tok] = True
+        allow[:n_tok, start:start + n_tok] = np.tril(np.ones((n_tok, n_tok), dtype=bool))
+        for i, parent in enumerate(parents):
+            depth.append(0 if parent < 0 else depth[parent] + 1)
+            allow[n_tok + i, start + n_tok:] = allow[n_tok + parent, start + n_tok:] \
+                if parent >= 0 else False
+            allow[n_tok + i, start + n_tok + i] = True
+        dtype = next(self.model.parameters()).dtype
+        mask = torch.full((1, 1, n, start + n), torch.finfo(dtype).min, dtype=dtype)
+        mask[0, 0][torch.from_numpy(allow)] = 0.0
+        positions = [start + j for j in range(n_tok)] + [start + n_tok + d for d in depth]
+        ids = torch.tensor([[*tokens, *nodes]], dtype=torch.long, device=self.device)
+        try:
+            with torch.inference_mode():
+                out = self.model(input_ids=ids, attention_mask=mask.to(self.device),
+                                 position_ids=torch.tensor([positions], device=self.device),
+                                 use_cache=True, **{self._cache_arg: self._cache},
+                                 logits_to_keep=len(nodes) + 1)
+        except (RuntimeError, ValueError) as exc:
+            grown = self._cache.get_seq_length() - start
+            if grown > 0:
+                self._cache.crop(-grown)
+            raise DecodeError(f"{self.name}: the forward pass failed ({exc})") from None
+        finally:
+            self.passes += 1
+        self.tokens.extend(tokens)
+        first_leaf, inner = 0, set(parents)
+        while first_leaf in inner:
+            first_leaf += 1
+        first_path = [first_leaf]
+        while parents[first_path[0]] >= 0:
+            first_path.insert(0, parents[first_path[0]])
+        self._tree = (start + n_tok, list(nodes), list(parents), first_path)
+        self.tokens.extend(nodes[i] for i in first_path)
+        return out.logits[0].float().cpu().numpy()
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        tree, self._tree = self._tree, None
+        if tree is None:
+            raise DecodeError(f"{self.name}: no draft tree to keep a path of")
+        base, nodes, _, _ = tree
+        keep = self._torch.tensor([*range(base), *(base + i for i in path)], device=self.device)
+        for layer in self._cache.layers:
+            if layer.is_initialized:
+                layer.keys = layer.keys.index_select(-2, keep)
+                layer.values = layer.values.index_select(-2, keep)
+        del self.tokens[base:]
+        self.tokens.extend(nodes[i] for i in path)
+
     def fit_threads(self, free: int) -> int:
         """torch's thread count is the process's, set once at load: left as it is."""
         return _torch()[0].get_num_threads()
 
     def truncate(self, n: int) -> None:
+        if self._tree is not None:  # a tree no path was kept of: the first leaf's path stays
+            self.keep_path(self._tree[3])
         if n < len(self.tokens):
             self._cache.crop(n - len(self.tokens))  # negative: drop that many from the end
             del self.tokens[n:]

@@ -95,6 +95,14 @@ class IsolatedBackend(LlamaVocab):
         self._where: str = info["where"]
 
     local = False  # its passes run in the child process (and their layers on the servers)
+    can_tree = False  # the child evaluates chains: the engine drafts chains for it
+
+    def eval_tree(self, tokens: Sequence[int], nodes: Sequence[int],
+                  parents: Sequence[int]) -> np.ndarray:
+        raise errors.DecodeError(f"{self.name}: a model on RPC servers verifies chains, not trees")
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        raise errors.DecodeError(f"{self.name}: a model on RPC servers verifies chains, not trees")
 
     @property
     def where(self) -> str:

@@ -12,6 +12,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
@@ -24,6 +25,9 @@ from specchat.errors import CacheTruncationError, ContextOverflowError, DecodeEr
 from specchat.native import model_thread
 
 _SEQ = 0
+TREE_PATHS = 16
+"""Root-to-leaf paths of a draft tree verified in one pass at most: llama.cpp's sequences
+(n_seq_max, in one unified cache, so each still has the whole context)."""
 _init_lock = threading.Lock()
 _initialised = False
 _log_tail: deque[str] = deque(maxlen=20)
@@ -180,7 +184,8 @@ class LlamaCppBackend(LlamaVocab):
         cparams.n_ctx = min(n_ctx, train_ctx) if train_ctx > 0 else n_ctx
         cparams.n_batch = n_batch
         cparams.n_ubatch = n_batch
-        cparams.n_seq_max = 1
+        cparams.n_seq_max = TREE_PATHS
+        cparams.kv_unified = True
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
         cparams.no_perf = True
@@ -199,12 +204,15 @@ class LlamaCppBackend(LlamaVocab):
         self._auto_threads = n_threads is None
         """The user left the thread count to specchat: it follows the free cores."""
         self._mem = llama_cpp.llama_get_memory(self._ctx)
-        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, TREE_PATHS)
         self.tokens: list[int] = []
         self.passes = 0
         self.can_truncate = not (llama_cpp.llama_model_is_recurrent(self._model)
                                  or llama_cpp.llama_model_is_hybrid(self._model))
         """False for recurrent and hybrid models: their memory cannot drop part of a sequence."""
+        self.can_tree = self.can_truncate
+        self._tree: _Tree | None = None
+        """The tree `eval_tree` left in the cache, until `keep_path` (or a truncation)."""
 
     # -- evaluation -------------------------------------------------------------------------
     def eval(self, tokens: Sequence[int], logits_from: int) -> np.ndarray:
@@ -246,6 +254,71 @@ class LlamaCppBackend(LlamaVocab):
             return np.empty((0, self.n_vocab), dtype=np.float32)
         return rows[0] if len(rows) == 1 else np.concatenate(rows)
 
+    def eval_tree(self, tokens: Sequence[int], nodes: Sequence[int],
+                  parents: Sequence[int]) -> np.ndarray:
+        return model_thread.call(lambda: self._eval_tree(tokens, nodes, parents))
+
+    def _eval_tree(self, tokens: Sequence[int], nodes: Sequence[int],
+                   parents: Sequence[int]) -> np.ndarray:
+        """Each root-to-leaf path is a sequence of llama.cpp's (the first leaf's sequence 0, the
+        one the cache keeps otherwise): a node is in the sequences of the leaves below it, the
+        committed tokens in all, so attention sees exactly a node's ancestors."""
+        if len(tokens) + len(nodes) > self.n_batch:  # the backlog first: the tree in one batch
+            self._eval(tokens[:-1], len(tokens))
+            tokens = tokens[-1:]
+        start = len(self.tokens)
+        tree = _Tree.of(start + len(tokens), parents)
+        if len(tree.leaves) > TREE_PATHS:
+            raise DecodeError(f"{self.name}: a draft tree of {len(tree.leaves)} leaves "
+                              f"(at most {TREE_PATHS})")
+        if tree.base + max(tree.depth, default=-1) + 1 > self.n_ctx:
+            raise ContextOverflowError(f"{self.name}: the draft tree does not fit the context "
+                                       f"of {self.n_ctx}")
+        for seq in range(1, len(tree.leaves)):
+            llama_cpp.llama_memory_seq_cp(self._mem, _SEQ, seq, -1, -1)
+        batch, every = self._batch, list(range(len(tree.leaves)))
+        for j, tok in enumerate([*tokens, *nodes]):
+            node = j - len(tokens)
+            seqs = every if node < 0 else tree.seqs[node]
+            batch.token[j] = tok
+            batch.pos[j] = start + j if node < 0 else tree.base + tree.depth[node]
+            batch.n_seq_id[j] = len(seqs)
+            for m, seq in enumerate(seqs):
+                batch.seq_id[j][m] = seq
+            batch.logits[j] = node >= -1
+        batch.n_tokens = len(tokens) + len(nodes)
+        rc = llama_cpp.llama_decode(self._ctx, batch)
+        self.passes += 1
+        if rc != 0:
+            llama_cpp.llama_memory_seq_keep(self._mem, _SEQ)
+            llama_cpp.llama_memory_seq_rm(self._mem, _SEQ, start, -1)
+            raise DecodeError(f"{self.name}: llama_decode failed with code {rc}"
+                              + (f" ({_last_error_line()})" if _last_error_line() else ""))
+        self.tokens.extend(tokens)
+        self.tokens.extend(nodes[i] for i in tree.path_to(tree.leaves[0]))
+        self._tree = tree
+        ptr = llama_cpp.llama_get_logits(self._ctx)
+        return np.ctypeslib.as_array(ptr, shape=(len(nodes) + 1, self.n_vocab)).copy()
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        model_thread.call(lambda: self._keep_path(path))
+
+    def _keep_path(self, path: Sequence[int]) -> None:
+        """Keeps the path only as far as sequence 0 (the first leaf's line) holds it: a branch
+        that stood is cut with the rest of the tree, and the engine's next pass evaluates its
+        tokens again (a row each). Kept in place, its cell would follow the refused tokens'
+        free cells, which the next tokens take: the cache out of the text's order, which
+        flash attention's half-precision sums round differently (a top-2 gap moved by 0.008
+        on the tiny target)."""
+        tree, self._tree = self._tree, None
+        if tree is None:
+            raise CacheTruncationError(self.name)
+        on_line = 0
+        while on_line < len(path) and tree.seqs[path[on_line]][0] == _SEQ:
+            on_line += 1
+        llama_cpp.llama_memory_seq_keep(self._mem, _SEQ)
+        self.truncate(tree.base + on_line)
+
     def fit_threads(self, free: int) -> int:
         if self._auto_threads:
             n = max(1, min(self._max_threads, free))
@@ -255,6 +328,9 @@ class LlamaCppBackend(LlamaVocab):
         return self.n_threads
 
     def truncate(self, n: int) -> None:
+        if self._tree is not None:  # a tree no path was kept of: sequence 0's line stays
+            self._tree = None
+            llama_cpp.llama_memory_seq_keep(self._mem, _SEQ)
         if n >= len(self.tokens):
             return
         if not llama_cpp.llama_memory_seq_rm(self._mem, _SEQ, n, -1):
@@ -284,6 +360,41 @@ class LlamaCppBackend(LlamaVocab):
             self.close()
         except Exception:
             pass
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """A draft tree as llama.cpp's sequences hold it: sequence s is the path to `leaves[s]`."""
+
+    base: int
+    """The cache position of the root's children."""
+    depth: list[int]
+    leaves: list[int]
+    seqs: list[list[int]]
+    """The sequences each node is in (those of the leaves below it), ascending."""
+    parents: list[int]
+
+    @classmethod
+    def of(cls, base: int, parents: Sequence[int]) -> _Tree:
+        depth: list[int] = []
+        for parent in parents:
+            depth.append(0 if parent < 0 else depth[parent] + 1)
+        inner = set(parents)
+        leaves = [i for i in range(len(parents)) if i not in inner]
+        seqs: list[list[int]] = [[] for _ in parents]
+        for seq, leaf in enumerate(leaves):
+            node = leaf
+            while node >= 0:
+                seqs[node].append(seq)
+                node = parents[node]
+        return cls(base, depth, leaves, seqs, list(parents))
+
+    def path_to(self, node: int) -> list[int]:
+        path = []
+        while node >= 0:
+            path.append(node)
+            node = self.parents[node]
+        return path[::-1]
 
 
 def system_info() -> tuple[str, bool]:

@@ -17,6 +17,7 @@ from specchat.engine.backend import Backend
 from specchat.engine.drafters import NO_DRAFT, NoDrafter
 from specchat.engine.events import Event
 from specchat.engine.loop import DraftSettings, GenerationSettings
+from specchat.engine.policy import TreeSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.loading import speculative_engine
 from specchat.render import table_console
@@ -35,6 +36,10 @@ def add_parser(sub, defaults: Settings) -> argparse.ArgumentParser:
     p.add_argument("--adaptive", action="store_true",
                    help="also run each drafter with the adaptive policy")
     p.add_argument("--k-max", type=int, default=8, help="the adaptive policy's longest draft")
+    p.add_argument("--tree", action="store_true",
+                   help="also run each model drafter's arms drafting trees, beside its chains")
+    p.add_argument("--tree-nodes", type=int, default=TreeSettings().nodes,
+                   help="the tree arms' alternatives a round, at most (default: %(default)s)")
     p.add_argument("--baseline-target", default=None, metavar="MODEL",
                    help="also run this target alone from the same prompts (say, the shipped file "
                         "beside its optimized layout) and report every arm's speedup against it")
@@ -58,9 +63,13 @@ def run(args: argparse.Namespace) -> int:
     drafters = [d for d in args.drafters.split(",") if d]
     arms = [Arm(NO_DRAFT)]
     for d in drafters:
-        arms += [Arm(d, DraftSettings(k=k)) for k in ks]
+        chains = [DraftSettings(k=k) for k in ks]
         if args.adaptive:
-            arms.append(Arm(d, DraftSettings(k=args.k_max, adaptive=True)))
+            chains.append(DraftSettings(k=args.k_max, adaptive=True))
+        arms += [Arm(d, s) for s in chains]
+        if args.tree and d != "ngram":
+            tree = TreeSettings(nodes=args.tree_nodes)
+            arms += [Arm(d, replace(s, tree=tree)) for s in chains]
     options = settings_schema.from_args(args, skip=("draft",)).models
     one_draft_model_on_servers(options, drafters)
     err.print(f"loading {options.target} and drafters {', '.join(drafters)} …", style="dim")

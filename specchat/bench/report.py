@@ -76,6 +76,8 @@ class Summary:
     """Median over runs of that reported speedup over the back-to-back one (this run's rate
     over the target-only run of the same prompt and repeat): 1.0 when the in-turn baseline is
     right."""
+    nodes_per_round: float | None = None
+    """Draft tokens verified per drafting round: the chain's and a tree's branches'."""
     speedup_low: float | None = None
     speedup_high: float | None = None
     """The speedup's 95% interval: runs and their target-only runs (same prompt and repeat)
@@ -170,6 +172,8 @@ def _summary(category: str, arm: str, runs: Sequence[Run], step_s: float | None)
         policy_predicted_tps=policy, acceptance=alpha,
         mean_accepted_length=(sum(r.spec_emitted for r in runs) / spec_rounds
                               if spec_rounds else None),
+        nodes_per_round=((drafted + sum(r.branch_nodes for r in runs)) / spec_rounds
+                         if spec_rounds else None),
         draft_len=gamma, draft_cost=c, verify_cost=v,
         latency_mean_s=statistics.fmean(latencies), latency_p50_s=percentile(latencies, 0.5),
         latency_p95_s=percentile(latencies, 0.95),
@@ -199,7 +203,8 @@ def write_csv(path: Path, summaries: Sequence[Summary]) -> None:
 
 
 SPEED_COLUMNS = ("tok/s", "speedup\n(95% interval)", "reported\n(in turn)", "reported /\nback-to-back",
-                 "predicted\n(Leviathan)", "policy\npredicted tok/s", "accept", "mean acc.\nlength")
+                 "predicted\n(Leviathan)", "policy\npredicted tok/s", "accept", "mean acc.\nlength",
+                 "verified\n/round")
 LATENCY_COLUMNS = ("latency ms\nmean", "p50", "p95", "TTFT ms\nmean", "ITL ms\nmean", "ITL p95",
                    "ITL sd across\nprompts")
 
@@ -209,7 +214,8 @@ def _speed_row(s: Summary) -> list[str]:
                                                           compact=True),
             fmt(s.reported_speedup, ".2f"), fmt(s.reported_over_measured, ".3f"),
             fmt(s.predicted_speedup, ".2f"), fmt(s.policy_predicted_tps, ".2f"),
-            fmt(s.acceptance, ".0%"), fmt(s.mean_accepted_length, ".2f")]
+            fmt(s.acceptance, ".0%"), fmt(s.mean_accepted_length, ".2f"),
+            fmt(s.nodes_per_round, ".2f")]
 
 
 def _latency_row(s: Summary) -> list[str]:

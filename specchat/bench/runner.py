@@ -86,7 +86,7 @@ class Arm:
         if self.drafter == NO_DRAFT:
             return "target only"
         how = f"adaptive k<={self.settings.k}" if self.settings.adaptive else f"k={self.settings.k}"
-        return f"{self.short_drafter} {how}"
+        return f"{self.short_drafter} {how}{' tree' if self.settings.tree else ''}"
 
     @property
     def short_drafter(self) -> str:
@@ -132,16 +132,19 @@ class Run:
     reported_speedup: float | None = None
     """The speedup the turn itself reported (against target-only steps timed after it at its
     depth), to set beside the one a back-to-back target-only run of the prompt gives."""
+    branch_nodes: int = 0
+    """Draft tokens on a tree's branches verified beside the chains."""
 
     @classmethod
     def from_events(cls, events: Iterable[Event], **labels: Any) -> Run:
         stats = TurnStats()
         draft_s = spec_verify_s = plain_verify_s = 0.0
-        plain_rounds = 0
+        plain_rounds = branch_nodes = 0
         turn = None
         for event in events:
             if isinstance(event, RoundEvent):
                 stats.add_round(event)
+                branch_nodes += event.branch_nodes
                 if event.drafted:
                     draft_s += event.draft_s
                     spec_verify_s += event.verify_s
@@ -160,7 +163,8 @@ class Run:
                    plain_verify_s=plain_verify_s,
                    predicted_tokens_per_second=turn.predicted_tokens_per_second,
                    declined_rounds=turn.declined_rounds, catchup_s=turn.catchup_s,
-                   reported_speedup=turn.speedup if turn.draft != NO_DRAFT else None)
+                   reported_speedup=turn.speedup if turn.draft != NO_DRAFT else None,
+                   branch_nodes=branch_nodes)
 
     @property
     def itl_mean(self) -> float | None:

@@ -28,12 +28,14 @@ def add_parser(sub: argparse._SubParsersAction, defaults: Settings) -> None:
 def run(args: argparse.Namespace) -> int:
     from specchat.loading import open_session
     from specchat.render import JsonRenderer, TerminalRenderer
+    from specchat.wording import trees_refused
 
     model_thread.adopt()  # every pass on this thread: none handed over
     settings = settings_schema.from_args(args)
     session, where = open_session(settings)
     engine = getattr(session, "engine", None)  # None on a llama-server
-    if engine is None or any(not m.local for m in (engine.target, engine.drafter.model) if m):
+    if engine is None or trees_refused(engine) or any(
+            not m.local for m in (engine.target, engine.drafter.model) if m):
         print(f"specchat: {where}", file=sys.stderr)
     if args.json:
         sinks: list[Callable[[Event], None]] = [JsonRenderer(sys.stdout)]

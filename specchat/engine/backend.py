@@ -28,6 +28,8 @@ class Backend(Protocol):
     """Forward passes run so far (one per `eval` call)."""
     can_truncate: bool
     """Whether the cache can drop a suffix (speculation needs it after every rejection)."""
+    can_tree: bool
+    """Whether `eval_tree` verifies a draft tree in one pass (else the engine drafts chains)."""
 
     @property
     def where(self) -> str:
@@ -49,6 +51,21 @@ class Backend(Protocol):
     def eval(self, tokens: Sequence[int], logits_from: int) -> np.ndarray:
         """Append `tokens` to the cache in one forward pass; return the logits rows for
         positions `logits_from`..len(tokens)-1 of this batch as a float32 array."""
+        ...
+
+    def eval_tree(self, tokens: Sequence[int], nodes: Sequence[int],
+                  parents: Sequence[int]) -> np.ndarray:
+        """Append `tokens` (committed, at least one) and a draft tree in one forward pass, each
+        node attending to the cache, `tokens` and its ancestors only (`parents[i]`: node i's
+        parent, -1 for the last of `tokens`, parents before children); return len(nodes) + 1
+        logits rows: after the last of `tokens`, then after each node. Until `keep_path`, the
+        cache holds the tree; `tokens` mirrors the first root-to-leaf path."""
+        ...
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        """After `eval_tree`: keep the nodes `path` (root to deepest), or a prefix of them,
+        after the committed tokens, and drop the rest of the tree (the engine evaluates what
+        the cache lacks in its next pass, as after any round)."""
         ...
 
     def fit_threads(self, free: int) -> int:

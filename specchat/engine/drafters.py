@@ -23,7 +23,7 @@ from specchat.engine.guessed_rows import GuessedRows
 from specchat.engine.ngram_index import NgramIndex
 from specchat.engine.sampling import SamplingParams, row_summary, sample
 from specchat.engine.text_drafter import TextDrafter
-from specchat.engine.types import Draft, Plan
+from specchat.engine.types import Branch, Draft, Plan
 
 NO_DRAFT = "none"
 """The name of target-only decoding: the drafter that proposes nothing, as settings, the bench's
@@ -128,7 +128,8 @@ class ModelDrafter(DraftModel):
             feed = kvsync.pending(self.backend, seq)
 
     def _keep(self, draft: Draft, row: np.ndarray, plan: Plan) -> bool:
-        """Draw the next token from `row` and add it to `draft` if the plan keeps it."""
+        """Draw the next token from `row` and add it to `draft` if the plan keeps it, with the
+        alternatives beside it the plan asks for (a draft tree)."""
         if draft.dists is None:  # greedy: argmax and its softmax probability, no full copy
             tok, _, lse = row_summary(row)
             q = top = float(np.exp(row[tok] - lse))
@@ -138,12 +139,42 @@ class ModelDrafter(DraftModel):
             q, top = float(probs[tok]), float(probs.max())
         if not plan.keep(self.name, len(draft), top):
             return False
+        if plan.width > 1 and top < plan.p_branch:
+            if draft.dists is None:
+                others = self._next_best(row, tok, lse, plan.width - 1)
+            else:
+                others = self._drawn_without(probs, tok, plan.width - 1)
+            n = plan.alternatives(self.name, len(draft), top, [p for _, p in others])
+            draft.branches.extend(
+                Branch(len(draft), [alt], [p], None if draft.dists is None else [probs])
+                for alt, p in others[:n])
         draft.tokens.append(tok)
         draft.q.append(q)
         draft.conf.append(top)
         if draft.dists is not None:
             draft.dists.append(probs)
         return True
+
+    @staticmethod
+    def _next_best(row: np.ndarray, tok: int, lse: float, n: int) -> list[tuple[int, float]]:
+        """Greedy: the n tokens after the argmax `tok`, best first, with their probabilities."""
+        top = np.argpartition(row, -(n + 1))[-(n + 1):]
+        order = [int(t) for t in top[np.argsort(-row[top], kind="stable")] if t != tok][:n]
+        return [(t, float(np.exp(row[t] - lse))) for t in order]
+
+    def _drawn_without(self, probs: np.ndarray, tok: int, n: int) -> list[tuple[int, float]]:
+        """Sampling: n tokens drawn from `probs` one after another, each without the tokens
+        drawn before it (the chain's `tok` first), as the tree's rule tests them."""
+        left = probs.astype(np.float64, copy=True)
+        left[tok] = 0.0
+        out = []
+        for _ in range(n):
+            if left.sum() <= 0.0:
+                break
+            alt = sample(left, self.rng)
+            out.append((alt, float(probs[alt])))
+            left[alt] = 0.0
+        return out
 
     def release(self, committed: Sequence[int]) -> None:
         kvsync.release(self.backend, committed)

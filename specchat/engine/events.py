@@ -46,6 +46,9 @@ class TokenEvent:
     u: float | None = None
     """Sampling only: the uniform draw this draft token was tested with (it stands iff
     u < p/q); None in greedy mode and for draft tokens after the first refusal."""
+    branch: bool = False
+    """A draft tree's token off the chain (an alternative the draft drew beside it): one that
+    stood replaced the chain's token at its position; one refused is a branch that lost."""
     type: str = field(default="token", init=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -58,7 +61,9 @@ class RoundEvent:
     k: int
     """The draft length the policy allowed this round (0: no draft)."""
     drafted: int
+    """Draft tokens on the chain (a draft tree's branches: `branch_nodes`)."""
     accepted: int
+    """Draft tokens that stood: the chain's, and where a tree's branch stood, its tokens."""
     draft_s: float
     verify_s: float
     emitted: int
@@ -88,6 +93,14 @@ class RoundEvent:
     catchup_s: float = 0.0
     """Seconds of the pass that read them (it also gave the first draft token's row); 0 where
     the draft was in step."""
+    branch_nodes: int = 0
+    """Draft tokens on branches (a draft tree) the target verified beside the `drafted` chain
+    in the same pass."""
+    branches_tested: int = 0
+    """Alternatives tested where the chain was refused (the draft had branched there), up to
+    the one that stood."""
+    branch_stood: bool = False
+    """One of them stood: the round committed it instead of the target's correction."""
     type: str = field(default="round", init=False)
 
     def to_json(self) -> dict[str, Any]:

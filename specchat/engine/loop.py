@@ -21,13 +21,44 @@ from specchat.engine.baseline import Baseline, ReplyClock
 from specchat.engine.committed import CommittedReply, GenerationSettings
 from specchat.engine.drafters import Drafter
 from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TokenKind
-from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, Policy
+from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, Policy, TreeSettings
 from specchat.engine.sampling import SamplingParams, row_summary
 from specchat.engine.stats import TurnStats
 from specchat.engine.text_kind import text_kind
+from specchat.engine.tree import (
+    DraftTree,
+    tested_branches,
+    verify_tree_greedy,
+    verify_tree_sampling,
+)
 from specchat.engine.types import Draft, FittedPrompt, MachineWatch, RowSummary
-from specchat.engine.verify import Verdict, verify_greedy, verify_sampling
+from specchat.engine.verify import verify_greedy, verify_sampling
 from specchat.errors import ContextOverflowError
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What a round's verification decided, as the events need it: each draft token that stood
+    (the logits row it was checked at, its token, q and u), each refused (the same, its draft
+    position and whether it was on a branch), and the target's own next token."""
+
+    stood: list[tuple[int, int, float, float | None, bool]]
+    refused: list[tuple[int, int, float, float | None, int, bool]]
+    next_row: int
+    next_token: int
+    kind: TokenKind
+    chain_accepted: int
+    """The chain's draft tokens that stood (the policy's acceptance by position)."""
+    branch: int | None = None
+    """The branch of the draft tree that stood, if one did (its index in `Draft.branches`)."""
+    branches_tested: int = 0
+    """Alternatives tested where the chain was refused, up to the one that stood."""
+
+    @property
+    def rows(self) -> list[int]:
+        """The rows of the positions the round committed."""
+        return [row for row, *_ in self.stood] + [self.next_row]
+
 
 FitPrompt = Callable[[Sequence[int]], FittedPrompt | None]
 """Asked with the reply's ids so far when the reply reaches the end of the context: a shorter
@@ -44,11 +75,14 @@ class DraftSettings:
     """Fixed policy: stop drafting when the draft's top probability is below this."""
     adaptive: bool = False
     """Choose each round's draft length from measured costs and acceptance (engine/policy/)."""
+    tree: TreeSettings | None = None
+    """Draft trees: alternatives beside unsure draft tokens, verified with the chain (None:
+    chains)."""
 
     def policy(self, costs: CostModel | None = None) -> Policy:
         if self.adaptive:
-            return AdaptivePolicy(self.k, costs)
-        return FixedPolicy(self.k, self.p_min, costs)
+            return AdaptivePolicy(self.k, costs, self.tree)
+        return FixedPolicy(self.k, self.p_min, costs, self.tree)
 
 
 class SpeculativeEngine:
@@ -193,23 +227,29 @@ class SpeculativeEngine:
         plan = self.policy.plan(cap)
         draft = self.drafter.propose(committed, plan) if cap > 0 else Draft()
         if len(draft) < self.draft_settings.n_min:
-            draft = replace(draft, tokens=[], q=[], conf=[], dists=None)
+            draft = replace(draft, tokens=[], q=[], conf=[], dists=None, branches=[])
+        elif draft.branches and not self.target.can_tree:  # loading.py said so once
+            draft = replace(draft, branches=[])
         t1 = clock()
         expected = self.policy.costs.expect(draft) if round_no > 0 else None
         target_conf = self.policy.costs.reply.target_conf
         before = len(reply.ids)
-        events, n_accepted, batch, confidence = self._round(round_no, committed, draft, reply)
+        events, outcome, batch, confidence = self._round(round_no, committed, draft, reply)
         t2 = clock()
-        self.policy.costs.observe(draft, n_accepted, t1 - t0, t2 - t1, batch, confidence)
+        n_accepted = outcome.chain_accepted
+        self.policy.costs.observe(draft, n_accepted, t1 - t0, t2 - t1, batch, confidence,
+                                  branch_stood=outcome.branch)
         summary = RoundEvent(
             round=round_no, k=plan.asked, drafted=len(draft),
-            accepted=n_accepted, draft_s=t1 - t0, verify_s=t2 - t1,
+            accepted=len(outcome.stood), draft_s=t1 - t0, verify_s=t2 - t1,
             emitted=len(reply.ids) - before, t_s=t2 - t_start, source=draft.source,
             declined=plan.declined and not draft.tokens,
             expected_tokens=expected[0] if expected else None,
             expected_s=expected[1] if expected else None, draft_pieces=draft.own_pieces,
             target_conf=target_conf, catchup_tokens=draft.caught_up,
             catchup_s=draft.catchup_s if draft.caught_up else 0.0,
+            branch_nodes=draft.nodes - len(draft), branches_tested=outcome.branches_tested,
+            branch_stood=outcome.branch is not None,
         )
         return events, summary
 
@@ -264,74 +304,115 @@ class SpeculativeEngine:
     # -- one round --------------------------------------------------------------------------
     def _round(
         self, round_no: int, committed: list[int], draft: Draft, reply: CommittedReply
-    ) -> tuple[list[Event], int, int, list[float]]:
-        """Verify `draft`, commit what stands, and return the token events, how many draft
-        tokens the target accepted, the verify pass's batch (padding included; 0 where it
-        also evaluated a backlog), and the target's top probability at each position the
-        round committed (how predictable the text is, for the policy)."""
+    ) -> tuple[list[Event], _Outcome, int, list[float]]:
+        """Verify `draft`, commit what stands, and return the token events, what verification
+        decided, the verify pass's batch (padding included; 0 where it also evaluated a
+        backlog), and the target's top probability at each position the round committed (how
+        predictable the text is, for the policy)."""
         todo = kvsync.pending(self.target, committed)
-        pad = self._padding(todo, draft, committed)
-        rows = self.target.eval(todo + draft.tokens + pad, len(todo) - 1)[:len(draft) + 1]
-        summaries = [row_summary(row) for row in rows]
-        if self.sampling.greedy:
-            verdict = verify_greedy(draft.tokens, [s.top for s in summaries])
-            p_dists = None
+        if draft.branches:
+            outcome, rows, p_dists, pad = self._verify_tree(todo, draft)
         else:
-            p_dists = [self.sampling.distribution(row) for row in rows]
-            verdict = verify_sampling(draft.tokens, draft.dists, p_dists, self.rng)
+            outcome, rows, p_dists, pad = self._verify_chain(todo, draft, committed)
+        summaries = [row_summary(row) for row in rows]
 
         def p_of(i: int, tok: int) -> float:
             if p_dists is not None:
                 return float(p_dists[i][tok])
             return float(np.exp(rows[i][tok] - summaries[i].lse))
 
-        events = self._commit(round_no, draft, verdict, summaries, p_of, committed, reply)
+        events = self._commit(round_no, outcome, summaries, p_of, committed, reply)
         kvsync.release(self.target, committed)  # the padding's entries go with the rejected
         self.drafter.release(committed)
-        batch = len(draft) + len(pad) + 1 if len(todo) == 1 else 0
-        confidence = [p_of(i, summaries[i].top) for i in range(verdict.n_accepted + 1)]
-        return events, verdict.n_accepted, batch, confidence
+        batch = draft.nodes + len(pad) + 1 if len(todo) == 1 else 0
+        confidence = [p_of(row, summaries[row].top) for row in outcome.rows]
+        return events, outcome, batch, confidence
 
-    def _commit(self, round_no: int, draft: Draft, verdict: Verdict,
-                summaries: list[RowSummary], p_of: Callable[[int, int], float],
-                committed: list[int], reply: CommittedReply) -> list[Event]:
+    def _verdict_inputs(self, rows: np.ndarray) -> tuple[list[int], list[np.ndarray] | None]:
+        """The target's argmax at each row (greedy) or its distributions (sampling)."""
+        if self.sampling.greedy:
+            return [row_summary(row).top for row in rows], None
+        return [], [self.sampling.distribution(row) for row in rows]
+
+    def _verify_chain(self, todo: list[int], draft: Draft, committed: list[int]
+                      ) -> tuple[_Outcome, np.ndarray, list[np.ndarray] | None, list[int]]:
+        pad = self._padding(todo, draft, committed)
+        rows = self.target.eval(todo + draft.tokens + pad, len(todo) - 1)[:len(draft) + 1]
+        argmax, p_dists = self._verdict_inputs(rows)
+        if p_dists is None:
+            verdict = verify_greedy(draft.tokens, argmax)
+        else:
+            verdict = verify_sampling(draft.tokens, draft.dists, p_dists, self.rng)
+        n, us = verdict.n_accepted, verdict.uniforms
+
+        def u_of(i: int) -> float | None:
+            return us[i] if i < len(us) else None
+
+        outcome = _Outcome(
+            stood=[(i, draft.tokens[i], draft.q[i], u_of(i), False) for i in range(n)],
+            refused=[(j, draft.tokens[j], draft.q[j], u_of(j), j, False)
+                     for j in range(n, len(draft))],
+            next_row=n, next_token=verdict.next_token,
+            kind=(TokenKind.TARGET if not draft.tokens else
+                  TokenKind.BONUS if n == len(draft) else TokenKind.CORRECTED),
+            chain_accepted=n)
+        return outcome, rows, p_dists, pad
+
+    def _verify_tree(self, todo: list[int], draft: Draft
+                     ) -> tuple[_Outcome, np.ndarray, list[np.ndarray] | None, list[int]]:
+        """The chain and its branches in one pass (engine/tree.py); the cache keeps the path
+        that stood."""
+        tree = DraftTree.of(draft)
+        rows = self.target.eval_tree(todo, tree.tokens, tree.parents)
+        argmax, p_dists = self._verdict_inputs(rows)
+        if p_dists is None:
+            verdict = verify_tree_greedy(tree, argmax)
+        else:
+            verdict = verify_tree_sampling(tree, p_dists, self.rng)
+        self.target.keep_path(verdict.path)
+        on_path = set(verdict.path)
+        last = verdict.path[-1] if verdict.path else -1
+        outcome = _Outcome(
+            stood=[(tree.parents[c] + 1, tree.tokens[c], tree.q[c], verdict.uniforms.get(c),
+                    c >= tree.chain) for c in verdict.path],
+            refused=[(tree.parents[c] + 1, tree.tokens[c], tree.q[c], verdict.uniforms.get(c),
+                      tree.depth(c), c >= tree.chain)
+                     for c in range(len(tree)) if c not in on_path],
+            next_row=last + 1, next_token=verdict.next_token,
+            kind=TokenKind.CORRECTED if tree.children(last) else TokenKind.BONUS,
+            chain_accepted=verdict.chain_accepted,
+            branch=tree.branch[last] if last >= tree.chain else None,
+            branches_tested=tested_branches(tree, verdict))
+        return outcome, rows, p_dists, []
+
+    def _commit(self, round_no: int, outcome: _Outcome, summaries: list[RowSummary],
+                p_of: Callable[[int, int], float], committed: list[int],
+                reply: CommittedReply) -> list[Event]:
         """Commit the draft tokens that stood and the target's own token (its correction, the
-        bonus, or a plain step's); the events of those and of each rejected draft token."""
+        bonus, or a plain step's); the events of those and of each refused draft token."""
         events: list[Event] = []
         base = len(reply.ids)
 
-        def u_of(i: int) -> float | None:
-            return verdict.uniforms[i] if i < len(verdict.uniforms) else None
-
-        def commit(i: int, tok: int, kind: TokenKind, q: float | None) -> bool:
+        def commit(row: int, tok: int, kind: TokenKind, q: float | None, u: float | None,
+                   branch: bool = False) -> bool:
             committed.append(tok)
             piece = reply.add(tok)
             if piece is not None:
                 events.append(TokenEvent(
                     kind=kind, id=tok, text=piece, position=len(reply.ids) - 1, round=round_no,
-                    p=p_of(i, tok), q=q, logit_gap=summaries[i].gap,
-                    u=u_of(i) if q is not None else None))
+                    p=p_of(row, tok), q=q, logit_gap=summaries[row].gap, u=u, branch=branch))
             return not reply.stop_reason
 
-        going = True
-        for i in range(verdict.n_accepted):
-            going = commit(i, draft.tokens[i], TokenKind.ACCEPTED, draft.q[i])
-            if not going:
-                break
-        if going:
-            n = verdict.n_accepted
-            for j in range(n, len(draft)):
-                tok = draft.tokens[j]
-                events.append(TokenEvent(
-                    kind=TokenKind.REJECTED, id=tok,
-                    text=self.target.token_bytes(tok).decode("utf-8", "replace"),
-                    position=base + j, round=round_no, p=p_of(j, tok), q=draft.q[j],
-                    logit_gap=summaries[j].gap, u=u_of(j)))
-            if not draft.tokens:
-                kind = TokenKind.TARGET
-            else:
-                kind = TokenKind.BONUS if n == len(draft) else TokenKind.CORRECTED
-            commit(n, verdict.next_token, kind, None)
+        for row, tok, q, u, branch in outcome.stood:
+            if not commit(row, tok, TokenKind.ACCEPTED, q, u, branch):
+                return events
+        for row, tok, q, u, depth, branch in outcome.refused:
+            events.append(TokenEvent(
+                kind=TokenKind.REJECTED, id=tok,
+                text=self.target.token_bytes(tok).decode("utf-8", "replace"),
+                position=base + depth, round=round_no, p=p_of(row, tok), q=q,
+                logit_gap=summaries[row].gap, u=u, branch=branch))
+        commit(outcome.next_row, outcome.next_token, outcome.kind, None, None)
         return events
 
     def _padding(self, todo: list[int], draft: Draft, committed: list[int]) -> list[int]:

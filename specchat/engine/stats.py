@@ -25,6 +25,8 @@ class TurnStats:
     rounds: int = 0
     spec_rounds: int = 0
     spec_emitted: int = 0
+    branch_nodes: int = 0
+    """Draft tokens on a tree's branches verified beside the chains."""
     t_first: float | None = None
     """Seconds from the turn's start to its first token."""
     t_last: float = 0.0
@@ -66,6 +68,7 @@ class TurnStats:
         if r.expected_tokens is not None and r.expected_s is not None:
             self.expected_tokens += r.expected_tokens
             self.expected_s += r.expected_s
+        self.branch_nodes += r.branch_nodes
         if r.drafted:
             self.spec_rounds += 1
             self.spec_emitted += r.emitted
@@ -93,6 +96,11 @@ class TurnStats:
     @property
     def mean_accepted_length(self) -> float | None:
         return self.spec_emitted / self.spec_rounds if self.spec_rounds else None
+
+    @property
+    def verified_per_round(self) -> float | None:
+        """Draft tokens the target verified a drafting round: the chain's and its branches'."""
+        return (self.drafted + self.branch_nodes) / self.spec_rounds if self.spec_rounds else None
 
     @property
     def decode_s(self) -> float:

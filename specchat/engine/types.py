@@ -51,6 +51,21 @@ class RowSummary(NamedTuple):
 
 
 @dataclass
+class Branch:
+    """Draft tokens off the main chain (a draft tree): its first token is an alternative to the
+    chain's token at `at`, drawn after it and any earlier branch at `at` (without replacement:
+    never one of theirs), the rest continue it. Verified in the same target pass."""
+
+    at: int
+    tokens: list[int]
+    q: list[float]
+    """The drafter's probability of each token, as for the chain."""
+    dists: list[np.ndarray] | None = None
+    """The distribution each token was drawn from, before the earlier siblings' tokens were
+    taken out (sampling with a model drafter); None means point masses."""
+
+
+@dataclass
 class Draft:
     tokens: list[int] = field(default_factory=list)
     q: list[float] = field(default_factory=list)
@@ -79,9 +94,17 @@ class Draft:
     own_pieces: list[str] = field(default_factory=list)
     """The draft model's own tokens as it wrote them, where its vocabulary is not the target's
     (it drafts as text); empty otherwise, where they are `tokens`."""
+    branches: list[Branch] = field(default_factory=list)
+    """Alternatives off the chain `tokens` (a draft tree, engine/tree.py), in the order they
+    were drawn; empty for a chain."""
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    @property
+    def nodes(self) -> int:
+        """Draft tokens the target verifies: the chain's and its branches'."""
+        return len(self.tokens) + sum(len(b.tokens) for b in self.branches)
 
     @property
     def caught_up(self) -> int:
@@ -103,6 +126,16 @@ class Plan(Protocol):
     """The policy chose not to draft this round although the drafter could have."""
     asked: int
     """The draft length the plan last allowed (the k of the round)."""
+    @property
+    def width(self) -> int:
+        """Candidates a draft position may have in a draft tree, the chain's included (1: the
+        round drafts a chain)."""
+        ...
+
+    @property
+    def p_branch(self) -> float:
+        """A draft tree branches only beside tokens drawn with a top probability below this."""
+        ...
 
     def k(self, source: str, uses_passes: bool, behind: int = 0) -> int:
         """How many tokens `source` may draft this round (0: do not draft); a model drafter
@@ -117,4 +150,10 @@ class Plan(Protocol):
     def worth_a_pass(self, source: str, i: int) -> bool:
         """Whether a model drafter should run the pass that proposes token i (after keeping
         token i - 1): False where no confidence it could come with would keep it."""
+        ...
+
+    def alternatives(self, source: str, i: int, conf: float, chances: list[float]) -> int:
+        """How many alternatives to kept draft token i (confidence `conf`) to verify beside
+        it, a branch each (0: a chain there); `chances`: the drafter's probabilities of its
+        next-best tokens, best first."""
         ...

@@ -37,7 +37,7 @@ def verify_greedy(draft: Sequence[int], target_argmax: Sequence[int]) -> Verdict
     return Verdict(n, int(target_argmax[n]))
 
 
-def _aligned(q: np.ndarray, size: int) -> np.ndarray:
+def aligned(q: np.ndarray, size: int) -> np.ndarray:
     """The draft distribution on the target's vocabulary (sizes may differ by a little)."""
     if q.size == size:
         return q
@@ -57,7 +57,7 @@ def verify_sampling(
     uniforms: list[float] = []
     for i, tok in enumerate(draft):
         p = p_dists[i]
-        q = None if q_dists is None else _aligned(q_dists[i], p.size)
+        q = None if q_dists is None else aligned(q_dists[i], p.size)
         q_tok = 1.0 if q is None else float(q[tok])
         u = float(rng.random())
         uniforms.append(u)

@@ -32,7 +32,9 @@ from support.processes import specchat  # noqa: E402
 from specchat.backends.hf import TransformersBackend, converted_dir  # noqa: E402
 from specchat.catalog import compat  # noqa: E402
 from specchat.engine.drafters import ModelDrafter, NoDrafter  # noqa: E402
+from specchat.engine.events import RoundEvent  # noqa: E402
 from specchat.engine.loop import DraftSettings, SpeculativeEngine  # noqa: E402
+from specchat.engine.policy import TreeSettings  # noqa: E402
 
 ON = {"device": os.environ.get("SPECCHAT_TEST_DEVICE") or None, "dtype": "float32"}
 """Where these tests run (benchmarks/gpu_check.sh sets cuda); float32 there too, since they compare
@@ -122,6 +124,49 @@ def test_speculative_sampling_follows_the_target_distribution(hf_models):
     rng = np.random.default_rng(7)
     engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING,
                                DraftSettings(k=2), rng)
+    assert pair_chi_square_p(sampled_pairs(engine, target, ids, 3000), expected) > 1e-4
+
+
+TREES = TreeSettings(nodes=6, p_max=1.01, width=3)
+"""Branch beside every draft token while 6 alternatives last."""
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=GREEDY_CASES["text"], k=GREEDY_CASES["k"])
+def test_greedy_trees_reply_as_the_target_alone(hf_models, hf_near_tie, text, k):
+    """A draft tree verified through a 4D attention mask: the target's own reply, and the
+    cache holds the committed tokens in their order after every turn."""
+    target, draft = hf_models
+    events = check_greedy_rule(target, make_drafter("model", draft), ids_for(target, text), k,
+                               False, hf_near_tie, tree=TREES)
+    assert sum(e.branch_nodes for e in events if isinstance(e, RoundEvent)) > 0
+    assert target._cache.get_seq_length() == len(target.tokens)
+
+
+def test_a_branch_row_is_the_row_of_its_path_evaluated_alone(hf_models):
+    """Each node attends to its ancestors only: the row after a branch equals the row after
+    the same tokens as a chain, and after `keep_path` the cache is that chain's."""
+    target, _ = hf_models
+    ids = ids_for(target, "the cat sat on")
+    target.truncate(0)
+    target.eval(ids[:-1], len(ids))
+    rows = target.eval_tree(ids[-1:], [5, 9, 20, 21], [-1, 0, -1, 2])
+    target.keep_path([2, 3])
+    after = target.eval([33], 0)[0]
+    target.truncate(0)
+    chain = target.eval(ids + [20, 21, 33], len(ids) - 1)
+    assert np.abs(rows[3] - chain[1]).max() < 1e-4 and np.abs(rows[4] - chain[2]).max() < 1e-4
+    assert np.abs(after - chain[3]).max() < 1e-4
+    target.truncate(0)
+
+
+def test_tree_sampling_follows_the_target_distribution(hf_models):
+    target, draft = hf_models
+    ids = ids_for(target, "sampling")
+    expected = expected_pairs(target, ids)
+    rng = np.random.default_rng(7)
+    engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING,
+                               DraftSettings(k=1, tree=TREES), rng)
     assert pair_chi_square_p(sampled_pairs(engine, target, ids, 3000), expected) > 1e-4
 
 

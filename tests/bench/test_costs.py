@@ -10,7 +10,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.models import load
 
-from specchat.costs import Costs, MeasuredTurn, best_k, break_even, check_turn, conditional_rates, speedup
+from specchat.costs import (
+    Costs,
+    MeasuredTurn,
+    best_k,
+    branch_stands,
+    break_even,
+    check_turn,
+    conditional_rates,
+    speedup,
+    tree_speedup,
+)
 from specchat.engine.events import RoundEvent
 from specchat.engine.policy import expected_tokens
 from specchat.timing import spread, verify_times
@@ -109,3 +119,27 @@ def test_the_curve_is_within_its_noise_where_timings_spread_wider_than_the_next_
     assert tight.unresolved(8) == []
     wide = replace(CPU_LIKE, verify_spread=(0.6, 0.6, 9.0) + (0.6,) * 13)
     assert wide.unresolved(8) == [3] and wide.unresolved(2) == []
+
+
+@given(costs=curves, accept=rates, k=st.integers(1, 8), stands=st.floats(0.0, 1.0))
+def test_a_tree_pays_for_its_rows_only_with_what_its_alternatives_add(costs, accept, k, stands):
+    """Alternatives that never stand only cost rows; on a flat curve with no draft cost, rows
+    cost nearly nothing and any alternative that stands adds; a tree never beats its chain by
+    more than its alternatives could add (one token a round)."""
+    chain = speedup(costs, accept, k)
+    assert tree_speedup(costs, accept, k, 0.0) <= chain + 1e-12
+    flat = costs.flat().free_drafter()
+    gpu_chain, gpu_tree = speedup(flat, accept, k), tree_speedup(flat, accept, k, stands)
+    assert gpu_tree >= gpu_chain * (1 + 0.02 * k) / (1 + 0.02 * 2 * k) - 1e-12
+    rows = costs.steps(2 * k + 1) + k * costs.draft_steps
+    assert tree_speedup(costs, accept, k, stands) <= chain * (costs.steps(k + 1)
+                                                            + k * costs.draft_steps) / rows + 1 / rows
+
+
+def test_branch_stands_counts_the_alternatives_tested_not_those_drafted():
+    def r(tested, stood, nodes=4):
+        return RoundEvent(round=1, k=3, drafted=3, accepted=1, draft_s=0.0, verify_s=0.0,
+                          emitted=2, t_s=0.0, branch_nodes=nodes, branches_tested=tested,
+                          branch_stood=stood)
+    assert branch_stands([r(2, True), r(1, False), r(0, False)]) == (pytest.approx(1 / 3), 3)
+    assert branch_stands([r(0, False)]) is None

@@ -32,7 +32,7 @@ def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path, 
     prompts.write_text(PROMPTS)
     proc = specchat("tune", "--target", str(tiny.target), "--draft", str(tiny.draft), "--draft",
                     "ngram", "--prompts", str(prompts), "--max-tokens", "16", "--threads", "1",
-                    "--draft-threads", "2",
+                    "--draft-threads", "2", "--tree",
                     "--json", tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -41,9 +41,10 @@ def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path, 
     assert all(v["ms"] > 0 and v["spread_ratio"] >= 0 for v in verify)
     assert result["threads"] == {"target": 1, "draft": 2}  # each model its own threads
     arms = result["drafters"]
-    assert {(a["draft"], a["policy"]) for a in arms} == {
-        (str(tiny.draft), "fixed"), (str(tiny.draft), "adaptive"), ("ngram", "fixed"),
-        ("ngram", "adaptive")}
+    assert {(a["draft"], a["policy"], a["tree"]) for a in arms} == {
+        (str(tiny.draft), "fixed", False), (str(tiny.draft), "adaptive", False),
+        (str(tiny.draft), "adaptive", True), ("ngram", "fixed", False),
+        ("ngram", "adaptive", False)}  # --tree: trees where a draft model branches
     for a in arms:
         assert {"draft", "k", "policy", "predicted_speedup", "measured_speedup",
                 "acceptance"} <= a.keys()
@@ -66,13 +67,14 @@ def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path, 
     if result["others_cpu"] is not None and result["others_cpu"] >= BUSY_SHARE:
         assert rec is None and result["why"].startswith("other programs used")  # a loaded host
         return  # the recommendation's rule is checked on any host below (a faked probe)
-    assert set(rec) == {"draft", "k", "policy"}
+    assert set(rec) == {"draft", "k", "policy", "tree"}
     paying = [a for a in arms if a["measured_speedup"] >= 1.03 and a["measured_low"] > 1.0]
     if rec["draft"] == "none":
         assert not paying  # none measurably faster by the margin
     else:
         best = max(paying, key=lambda a: a["measured_speedup"])  # the fastest that pays
-        assert (rec["draft"], rec["k"], rec["policy"]) == (best["draft"], best["k"], best["policy"])
+        assert (rec["draft"], rec["k"], rec["policy"], rec["tree"]) == (
+            best["draft"], best["k"], best["policy"], best["tree"])
 
 
 def test_tune_save_makes_the_recommendation_the_default(tiny, tmp_path):
@@ -163,9 +165,10 @@ def test_tune_recommends_on_a_quiet_machine_and_not_on_a_busy_one(tiny, tmp_path
     if others >= BUSY_SHARE:
         assert result["recommended"] is None and result["why"].startswith("other programs used")
         return
-    arms = [Arm(**{k: a[k] for k in ("draft", "k", "policy", "measured_speedup", "measured_low")})
+    arms = [Arm(**{k: a[k] for k in ("draft", "k", "policy", "measured_speedup", "measured_low",
+                                     "tree")})
             for a in result["drafters"]]
     best, paying = choose(arms)
-    expected = ({"draft": best.draft, "k": best.k, "policy": best.policy} if paying
-                else {"draft": "none", "k": 4, "policy": "fixed"})
+    expected = ({"draft": best.draft, "k": best.k, "policy": best.policy, "tree": best.tree}
+                if paying else {"draft": "none", "k": 4, "policy": "fixed", "tree": False})
     assert result["recommended"] == expected

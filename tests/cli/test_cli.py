@@ -53,6 +53,25 @@ def test_json_stream_has_every_event_and_the_turn_last(tiny, tmp_path):
                                             / turn["baseline_tokens_per_second"])
 
 
+def test_ask_drafts_trees_and_says_where_it_cannot(tiny, tmp_path):
+    """--tree: the rounds' events carry the branches verified; a drafter that drafts chains
+    (n-gram) says so once, in the line that says where the models run."""
+    proc = specchat("ask", "hello", "--target", str(tiny.target), "--draft", str(tiny.draft),
+                    "--max-tokens", "20", "--tree", "--tree-p", "1", "--json", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert sum(e["branch_nodes"] for e in lines if e["type"] == "round") > 0
+    assert all("branch" in e for e in lines if e["type"] == "token")
+    trees = specchat("ask", "hello", "--target", str(tiny.target), "--draft", str(tiny.draft),
+                     "--max-tokens", "8", "--tree", tmp_path=tmp_path)
+    assert trees.returncode == 0, trees.stderr
+    assert "fixed k=3 tree" in trees.stderr and "drafts chains" not in trees.stderr
+    chains = specchat("ask", "hello", "--target", str(tiny.target), "--draft", "ngram",
+                      "--max-tokens", "8", "--tree", tmp_path=tmp_path)
+    assert chains.returncode == 0, chains.stderr
+    assert chains.stderr.count("ngram-3..12 drafts chains") == 1, chains.stderr
+
+
 def test_plain_output_streams_the_reply_then_a_stats_line(tiny, tmp_path):
     proc = specchat("ask", "hello", "--target", str(tiny.target), "--draft", "ngram",
                     "--max-tokens", "12", tmp_path=tmp_path)

@@ -16,7 +16,8 @@ form_settings = st.builds(
     Settings,
     models=st.builds(ModelOptions, target_gpu_layers=optional_int, draft_gpu_layers=optional_int),
     draft=st.builds(DraftOptions, policy=st.sampled_from(schema.POLICIES), k=st.integers(1, 16),
-                    n_min=st.integers(0, 8), p_min=st.floats(0, 1)),
+                    n_min=st.integers(0, 8), p_min=st.floats(0, 1), tree=st.booleans(),
+                    tree_nodes=st.integers(1, 15), tree_p=st.floats(0, 1)),
     sampling=st.builds(SamplingOptions, temperature=st.floats(0, 4), top_k=st.integers(0, 500),
                        top_p=st.floats(0, 1), seed=st.none() | st.integers(0, 2**32),
                        max_tokens=st.integers(1, 4096),
@@ -66,3 +67,22 @@ def test_an_empty_form_field_is_the_default_and_a_bad_one_names_the_field():
     assert cleared.sampling.seed is None and cleared.draft.k == DraftOptions().k
     with pytest.raises(ValueError, match="top-p: 'x' is not valid"):
         schema.from_form(Settings(), {"top_p": "x"})
+
+
+def test_tree_is_a_switch_in_flags_form_and_config():
+    """--tree and --no-tree, on/off in the form, true/false in the config file; anything else
+    is refused and named. The engine then drafts trees of the shape asked for."""
+    args = build_parser(Settings()).parse_args(["ask", "--tree", "--tree-nodes", "6", "hi"])
+    settings = schema.from_args(args)
+    assert settings.draft.tree and settings.draft.engine().tree is not None
+    assert settings.draft.engine().tree.nodes == 6
+    assert schema.from_args(build_parser(settings).parse_args(["ask", "--no-tree", "hi"])
+                            ).draft.engine().tree is None
+    assert schema.from_form(Settings(), {"tree": "on"}).draft.tree
+    assert not schema.from_form(Settings(), {"tree": "off"}).draft.tree
+    with pytest.raises(ValueError, match="draft trees"):
+        schema.from_form(Settings(), {"tree": "maybe"})
+    loaded, problems = schema.from_config({"tree": "yes"})
+    assert problems and not loaded.draft.tree  # a string in TOML is not a switch
+    loaded, problems = schema.from_config({"tree": True, "k": True})
+    assert loaded.draft.tree and len(problems) == 1 and "k" in problems[0]

@@ -1,9 +1,10 @@
 """End to end on the real default pair (Qwen2.5-Coder 1.5B target, 0.5B draft).
 
-Greedy 64-token replies with the 0.5B draft and with the n-gram drafter are held to the engine's
-rule against target-only: identical up to a first divergence, and there a near-tie in the
-target-only run (the threshold is measured here, on this pair, from how far batching moves the
-top-2 logit gap). Every divergence is reported in the terminal summary.
+Greedy 64-token replies with the 0.5B draft (chains and draft trees) and with the n-gram drafter
+are held to the engine's rule against target-only: identical up to a first divergence, and there
+a near-tie in the target-only run (the threshold is measured here, on this pair, from how far
+batching moves the top-2 logit gap). Every divergence is reported in the terminal summary. The
+tree's sampling rule keeps the target's distribution on this pair's own p and q.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from specchat.engine.compare import batching_gap_drift, divergence
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import TokenEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.policy import TreeSettings
 from specchat.engine.sampling import SamplingParams
 
 pytestmark = pytest.mark.e2e
@@ -81,20 +83,23 @@ def near_tie(pair, baselines) -> float:
     return 2 * worst
 
 
-@pytest.mark.parametrize("drafter", ["0.5B", "ngram"])
+@pytest.mark.parametrize("drafter", ["0.5B", "0.5B tree", "ngram"])
 @pytest.mark.parametrize("prompt", PROMPTS, ids=range(len(PROMPTS)))
 def test_greedy_speculation_equals_target_only_up_to_a_near_tie(
     pair, baselines, near_tie, prompt, drafter
 ):
     target, draft = pair
     base_tokens, base = baselines[prompt]
-    if drafter == "0.5B":
+    if drafter.startswith("0.5B"):
+        tree = TreeSettings() if drafter.endswith("tree") else None
         spec = SpeculativeEngine(target, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
-                                 GREEDY, DraftSettings(k=3))
+                                 GREEDY, DraftSettings(k=3, tree=tree))
     else:
         spec = SpeculativeEngine(target, NgramDrafter(3), GREEDY, DraftSettings(k=3))
-    _, turn = reply(spec, prompt)
+    tokens, turn = reply(spec, prompt)
     assert turn.n_tokens > 0
+    if drafter.endswith("tree"):  # branches were verified (and most lost)
+        assert any(e.branch for e in tokens)
     parted = divergence(target, base, base_tokens, turn)
     if parted is None:
         assert turn.stop_reason == base.stop_reason
@@ -124,6 +129,51 @@ def test_every_token_is_the_argmax_of_the_logits_the_engine_computed(pair):
             assert event.id == int(recording.rows[n_prompt + event.position].argmax())
     assert turn.n_drafted > 0 and turn.acceptance_rate > 0.5
     assert turn.target_passes < turn.n_tokens  # speculation saved target passes
+
+
+def test_tree_sampling_keeps_the_targets_distribution_on_the_real_pair(pair):
+    """The multi-draft rule on this pair's own distributions where they differ (mid-sentence in
+    a poem, temperature 1: the 1.5B 81% sure, the 0.5B 15%): the chain's token drawn from the
+    0.5B's q and two alternatives drawn without it, as the drafter draws them, tested against
+    the 1.5B's p; the first token committed follows p (chi-square), and a rule that tests every
+    sibling against p as it was, never its residual, does not."""
+    from support.checks import chi_square_p
+
+    from specchat.engine.sampling import sample
+    from specchat.engine.tree import DraftTree, TreeVerdict, verify_tree_sampling
+    from specchat.engine.types import Branch, Draft
+
+    target, draft = pair
+    ids = target.tokenize(target.render_chat([("user", "Write a short poem about the sea.")])
+                          + "The sea is a")
+    target.truncate(0)
+    draft.truncate(0)
+    sampling = SamplingParams(temperature=1.0)
+    p = sampling.distribution(target.eval(ids, len(ids) - 1)[0])
+    q = sampling.distribution(draft.eval(ids, len(ids) - 1)[0])
+    target.truncate(0)
+    draft.truncate(0)
+    rng = np.random.default_rng(5)
+    drafter = ModelDrafter(draft, sampling, rng)
+
+    def keeps_p(tree, p_dists, rng):
+        for child in tree.children(-1):
+            tok, r = tree.tokens[child], tree.proposal(child, p.size)
+            if rng.random() * r[tok] < p[tok]:
+                return TreeVerdict([child], 0)
+        return TreeVerdict([], sample(p, rng))
+
+    counts = {rule: np.zeros(p.size) for rule in ("multi-draft", "p kept")}
+    for _ in range(8000):
+        tok = sample(q, rng)
+        others = drafter._drawn_without(q, tok, 2)
+        tree = DraftTree.of(Draft(tokens=[tok], q=[float(q[tok])], dists=[q],
+                                  branches=[Branch(0, [t], [c], [q]) for t, c in others]))
+        for rule, verify in (("multi-draft", verify_tree_sampling), ("p kept", keeps_p)):
+            verdict = verify(tree, [p] * (len(tree) + 1), rng)
+            counts[rule][tree.tokens[verdict.path[0]] if verdict.path else verdict.next_token] += 1
+    assert chi_square_p(counts["multi-draft"], p) > 1e-4
+    assert chi_square_p(counts["p kept"], p) < 1e-4
 
 
 # -- the transformers backend on the same pair (GGUFs converted once into the models folder) --

@@ -17,6 +17,7 @@ from specchat.engine.compare import batching_gap_drift, first_divergence
 from specchat.engine.drafters import CombinedDrafter, ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.policy import TreeSettings
 from specchat.engine.sampling import SamplingParams, sample
 from specchat.engine.verify import Verdict
 from support.models import GREEDY, RecordingBackend, prompt_ids, run
@@ -73,14 +74,16 @@ x86 after specchat's patch, docs/lab/): given as known, it makes the engine pad.
 
 
 def check_greedy_rule(target: RecordingBackend, drafter, ids: list[int], k: int, adaptive: bool,
-                      near_tie: float, padded: bool = False) -> None:
+                      near_tie: float, padded: bool = False,
+                      tree: TreeSettings | None = None) -> list:
     """The engine's greedy rule on any backend: every token is the argmax of the logits the
     engine computed for it in this run, and the reply equals target-only's, or parts from it
     first at a near-tie of the target-only run. `padded`: with a known curve that pads verify
-    batches."""
+    batches; `tree`: drafting trees. Returns the speculative run's events."""
     base_rows = target.record()
     plain_events, _ = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
-    spec = SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=k, adaptive=adaptive))
+    spec = SpeculativeEngine(target, drafter, GREEDY,
+                             DraftSettings(k=k, adaptive=adaptive, tree=tree))
     if padded:
         spec.policy.costs.machine.shape = PADDING_SHAPE
     spec_rows = target.record()
@@ -89,6 +92,7 @@ def check_greedy_rule(target: RecordingBackend, drafter, ids: list[int], k: int,
         if isinstance(event, TokenEvent) and event.kind is not TokenKind.REJECTED:
             assert event.id == int(spec_rows[len(ids) + event.position].argmax())
     assert_same_up_to_a_near_tie(plain_events, turn, near_tie, base_rows)
+    return events
 
 
 def assert_same_up_to_a_near_tie(plain_events: list, turn: TurnEvent, near_tie: float,

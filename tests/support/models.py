@@ -79,6 +79,22 @@ class RecordingBackend:
             self.rows[start + logits_from + i + 1] = row.copy()
         return rows
 
+    def eval_tree(self, tokens: Sequence[int], nodes: Sequence[int],
+                  parents: Sequence[int]) -> np.ndarray:
+        """A tree's rows are recorded when `keep_path` says which stood (siblings share a
+        position)."""
+        base = len(self._inner.tokens) + len(tokens)
+        rows = self._inner.eval_tree(tokens, nodes, parents)
+        self._tree = (base, list(parents), rows)
+        return rows
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        base, parents, rows = self._tree
+        self._inner.keep_path(path)
+        self.rows[base] = rows[0].copy()
+        for depth, node in enumerate(path):
+            self.rows[base + depth + 1] = rows[node + 1].copy()
+
     def __getattr__(self, name: str):
         return getattr(self._inner, name)
 

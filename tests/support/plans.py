@@ -8,6 +8,7 @@ class PassesFor:
     first `worth` tokens."""
 
     declined = False
+    width, p_branch = 1, 0.0
 
     def __init__(self, k: int, worth: int) -> None:
         self.asked, self.worth = k, worth

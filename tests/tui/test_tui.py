@@ -423,6 +423,55 @@ def test_a_round_in_step_mode_says_what_the_drafts_catch_up_cost():
     assert "had not seen" not in str(describe_round([in_step], baseline=30.0))
 
 
+def tree_round() -> list:
+    """A tree round as the engine emits it: the chain's first token stood, its second was
+    refused and the branch beside it stood; two more branches lost; the bonus after it."""
+    from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
+
+    def tok(kind, text, position, q, branch=False, p=0.5):
+        return TokenEvent(kind=kind, id=position, text=text, position=position, round=2, p=p,
+                          q=q, logit_gap=1.0, branch=branch)
+    return [tok(TokenKind.ACCEPTED, "The", 10, 0.9),
+            tok(TokenKind.ACCEPTED, " dog", 11, 0.3, branch=True),
+            tok(TokenKind.REJECTED, " cat", 11, 0.5),
+            tok(TokenKind.REJECTED, " sat", 12, 0.8),
+            tok(TokenKind.REJECTED, " bird", 11, 0.1, branch=True),
+            tok(TokenKind.REJECTED, "The", 10, 0.05, branch=True),
+            tok(TokenKind.BONUS, " ran", 12, None),
+            RoundEvent(round=2, k=3, drafted=3, accepted=2, draft_s=0.05, verify_s=0.04,
+                       emitted=3, t_s=0.5, branch_nodes=3, branches_tested=1,
+                       branch_stood=True)]
+
+
+def test_a_tree_round_in_step_mode_is_laid_out_as_its_tree():
+    """Each draft position's chain token, then the branches beside it (⑂), indented by
+    depth; the branch that stood says so; the pass's nodes are counted."""
+    from specchat.engine.events import TokenEvent
+    from specchat.ui.widgets.step_panel import describe_round, tree_order
+
+    tokens = [e for e in tree_round() if isinstance(e, TokenEvent)]
+    assert [(depth, e.text, e.branch) for depth, e in tree_order(tokens)] == [
+        (0, "The", False), (0, "The", True), (1, " cat", False), (1, " dog", True),
+        (1, " bird", True), (2, " sat", False), (0, " ran", False)]
+    shown = str(describe_round(tree_round(), baseline=30.0))
+    assert "\n    ⑂ ' dog'" in shown and "\n      ' sat'" in shown
+    assert "a branch: the target's choice here" in shown and "a branch that lost" in shown
+    assert "verified 6 draft tokens: 3 on the chain and 3 on branches" in shown
+    assert "path reached a leaf" in shown
+
+
+def test_lost_branches_are_one_counted_piece_in_the_transcript():
+    from specchat.engine.events import TokenEvent, TokenKind
+    from specchat.ui.widgets.live_reply import LiveReply
+
+    reply = LiveReply()
+    reply.add_tokens([e for e in tree_round() if isinstance(e, TokenEvent)])
+    assert reply.pieces == [(TokenKind.ACCEPTED, "The"), (TokenKind.ACCEPTED, " dog"),
+                            (TokenKind.REJECTED, " cat"), (TokenKind.REJECTED, " sat"),
+                            (TokenKind.REJECTED, "⑂2"), (TokenKind.BONUS, " ran")]
+    assert reply.plain.replace(" cat", "").replace(" sat", "").replace("⑂2", "") == "The dog ran"
+
+
 def test_settings_cleared_in_the_form_go_back_to_their_defaults(tiny, tmp_path):
     """A seed and a GPU-layer count, once set, can be emptied again: empty means the default
     (random seed, every layer on the GPU), in the engine and in the config file."""

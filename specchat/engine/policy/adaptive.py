@@ -5,6 +5,7 @@ probes now and then (`ProbeSchedule`). The measurements behind each rule: docs/l
 
 from __future__ import annotations
 
+from specchat.engine.policy.branching import TreeSettings
 from specchat.engine.policy.cost_model import CostModel
 from specchat.engine.policy.rates import expected_tokens
 from specchat.engine.policy.schedule import ProbeSchedule
@@ -26,9 +27,10 @@ EXPLORE_SAMPLES = 3
 class AdaptivePolicy:
     """Choose each round's draft length from the cost model."""
 
-    def __init__(self, k_max: int = 8, costs: CostModel | None = None) -> None:
-        self.k_max = k_max
-        self.name = f"adaptive k<={k_max}"
+    def __init__(self, k_max: int = 8, costs: CostModel | None = None,
+                 tree: TreeSettings | None = None) -> None:
+        self.k_max, self.tree = k_max, tree
+        self.name = f"adaptive k<={k_max}" + (" tree" if tree else "")
         self.costs = costs or CostModel()
         self.probes = ProbeSchedule()
 
@@ -45,6 +47,7 @@ class _AdaptivePlan:
 
     def __init__(self, policy: AdaptivePolicy, cap: int) -> None:
         self.costs, self.probes = policy.costs, policy.probes
+        self.branching = policy.tree.branching(priced=True) if policy.tree else None
         self.cap = min(cap, policy.k_max)
         self.ahead = min(max(cap, 1), PAYBACK_TOKENS)
         """The reply's next tokens a catch-up must pay back within."""
@@ -139,6 +142,23 @@ class _AdaptivePlan:
             return i < self.asked
         self.gain *= self.costs.acceptance.confidence_rate(source, conf)
         return self._grows(source, i, self.gain, passes_paid=1)
+
+    @property
+    def width(self) -> int:
+        return self.branching.width if self.branching and not self.probing else 1
+
+    @property
+    def p_branch(self) -> float:
+        return self.branching.p_max if self.branching else 0.0
+
+    def alternatives(self, source: str, i: int, conf: float, chances: list[float]) -> int:
+        """Alternatives that add tokens at least as fast as the round's best rate (none in a
+        probe, which measures the chain)."""
+        if self.branching is None or self.probing:
+            return 0
+        accept = self.costs.acceptance.confidence_rate(source, conf)
+        return self.branching.alternatives(self.costs.branches, self.costs.machine, source,
+                                           accept, conf, chances, 1 + i + 1, self.rate)
 
     def worth_a_pass(self, source: str, i: int) -> bool:
         """Whether token i, at the draft's most trusted confidence, would pay for its pass as

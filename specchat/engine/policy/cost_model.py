@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from specchat.engine.policy.acceptance import Acceptance
+from specchat.engine.policy.branching import BranchRates, chance_given_refused
 from specchat.engine.policy.machine import MachineCosts
 from specchat.engine.policy.rates import Yield, expected_tokens
 from specchat.engine.policy.reply import ReplyState
@@ -22,6 +23,8 @@ class CostModel:
     """Kept across conversations, shrunk at each new one."""
     reply: ReplyState = field(default_factory=ReplyState)
     """Started again with each reply."""
+    branches: BranchRates = field(default_factory=BranchRates)
+    """How often a draft tree's alternatives stood; kept as acceptance is."""
 
     def writing(self, kind: str) -> None:
         """What the reply writes where the next round begins (the engine says, every round)."""
@@ -46,11 +49,13 @@ class CostModel:
         return expected_tokens(accept), seconds
 
     def observe(self, draft: Draft, accepted: int, draft_s: float, verify_s: float, batch: int,
-                target_conf: Sequence[float] = ()) -> None:
-        """Learn from a finished round: a verify pass of `batch` tokens (padding included; 0
-        where the pass also evaluated a backlog, a prefill, whose time is no verify cost) in
-        `verify_s`, the draft in `draft_s`, `accepted` of the draft's tokens stood, and the
-        target's top probability at each position the round committed."""
+                target_conf: Sequence[float] = (), branch_stood: int | None = None) -> None:
+        """Learn from a finished round: a verify pass of `batch` tokens (padding and a tree's
+        branches included; 0 where the pass also evaluated a backlog, a prefill, whose time is
+        no verify cost) in `verify_s`, the draft in `draft_s`, `accepted` of the chain's tokens
+        stood, the branch that stood (its index in `draft.branches`), and the target's top
+        probability at each position the round committed."""
+        self._learn_branches(draft, accepted, branch_stood)
         if batch:
             self.machine.learn_verify(batch, verify_s)
         source = draft.source
@@ -64,6 +69,21 @@ class CostModel:
             self.acceptance.observe(source, accepted, tested, draft.conf)
         self.acceptance.observe_target_conf(source, accepted, tested, self.reply)
         self.reply.move_confidence(target_conf)
+
+    def _learn_branches(self, draft: Draft, accepted: int, stood: int | None) -> None:
+        """Each alternative tested (the chain's token and the earlier ones at its position
+        refused): whether it stood, against the draft's probability of it given that."""
+        if not draft.branches:
+            return
+        q_before = draft.q[accepted] if accepted < len(draft) else 1.0
+        for i, branch in enumerate(draft.branches):
+            if branch.at != accepted:
+                continue
+            self.branches.observe(draft.source, chance_given_refused(branch.q[0], q_before),
+                                  i == stood)
+            if i == stood:
+                return
+            q_before += branch.q[0]
 
     def _learn_draft_costs(self, draft: Draft, draft_s: float) -> float:
         """What a round's draft says of its source's costs; returns the seconds its pass spent
@@ -87,6 +107,7 @@ class CostModel:
     def new_conversation(self) -> None:
         """Keep what the machine costs; keep acceptance only as a prior."""
         self.acceptance.new_conversation()
+        self.branches.new_conversation()
 
     def start_turn(self) -> None:
         """A reply begins: its state starts again (the rates and costs learned stay)."""

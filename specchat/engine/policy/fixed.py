@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from specchat.engine.policy.branching import Branching, TreeSettings
 from specchat.engine.policy.cost_model import CostModel
 from specchat.engine.types import Plan
 
@@ -24,6 +25,8 @@ class Policy(Protocol):
 class _FixedPlan:
     k_max: int
     p_min: float
+    costs: CostModel
+    branching: Branching | None = None
     declined: bool = False
     asked: int = 0
 
@@ -37,17 +40,34 @@ class _FixedPlan:
     def worth_a_pass(self, source: str, i: int) -> bool:
         return True  # llama.cpp's rule: draft on to k unless the confidence falls below p_min
 
+    @property
+    def width(self) -> int:
+        return self.branching.width if self.branching else 1
+
+    @property
+    def p_branch(self) -> float:
+        return self.branching.p_max if self.branching else 0.0
+
+    def alternatives(self, source: str, i: int, conf: float, chances: list[float]) -> int:
+        if self.branching is None:
+            return 0
+        accept = self.costs.acceptance.confidence_rate(source, conf)
+        return self.branching.alternatives(self.costs.branches, self.costs.machine, source,
+                                           accept, conf, chances, 1 + self.asked, 0.0)
+
 
 class FixedPolicy:
     """Draft k tokens every round, stopping below `p_min`; still predicts each round's rate."""
 
-    def __init__(self, k: int, p_min: float = 0.0, costs: CostModel | None = None) -> None:
-        self.k, self.p_min = k, p_min
-        self.name = f"fixed k={k}"
+    def __init__(self, k: int, p_min: float = 0.0, costs: CostModel | None = None,
+                 tree: TreeSettings | None = None) -> None:
+        self.k, self.p_min, self.tree = k, p_min, tree
+        self.name = f"fixed k={k}" + (" tree" if tree else "")
         self.costs = costs or CostModel()
 
     def plan(self, cap: int) -> Plan:
-        return _FixedPlan(min(self.k, cap), self.p_min)
+        branching = self.tree.branching(priced=False) if self.tree else None
+        return _FixedPlan(min(self.k, cap), self.p_min, self.costs, branching)
 
     def start_turn(self) -> None:
         pass  # the same k every round, whatever the text

@@ -21,7 +21,17 @@ from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from specchat import cpu
-from specchat.costs import Costs, MeasuredTurn, best_k, break_even, check_turn, speedup
+from specchat.costs import (
+    ALT_STANDS,
+    Costs,
+    MeasuredTurn,
+    best_k,
+    branch_stands,
+    break_even,
+    check_turn,
+    speedup,
+    tree_speedup,
+)
 from specchat.engine.loop import SpeculativeEngine
 from specchat.errors import SpecchatError
 from specchat.keeper import ModelKeeper
@@ -200,4 +210,20 @@ class CostsScreen(Screen):
             lines.append(f"On a GPU, where 8 tokens cost {costs.flat().steps(8):.2f} steps, the "
                          f"same drafts would give {flat_gain:.2f}x at k={flat_k} (G shows it). "
                          "`specchat tune` measures every drafter and k here and recommends one.")
+        if here.draft > 0:
+            lines.append(self.tree_words(costs, accept, k))
         return "\n".join(lines)
+
+    def tree_words(self, costs: Costs, accept: list[float], k: int) -> str:
+        """What a draft tree would buy at this k, here and on a GPU's curve."""
+        measured = branch_stands(r for t in self.turns for r in t.rounds)
+        stands, how = ((measured[0], f"measured over {measured[1]} tested in this conversation")
+                       if measured else (ALT_STANDS, "what-if: none tested yet (--tree)"))
+        rows = costs.steps(2 * k + 1) - costs.steps(k + 1)
+        return (f"A draft tree, one alternative beside each of k={k} draft tokens (an "
+                f"alternative the target's choice in {stands:.0%} of refusals, {how}): "
+                f"{tree_speedup(costs, accept, k, stands):.2f}x against the chain's "
+                f"{speedup(costs, accept, k):.2f}x here, where its {k} more rows cost "
+                f"{rows:.2f} steps; on a GPU's curve "
+                f"{tree_speedup(costs.flat(), accept, k, stands):.2f}x against "
+                f"{speedup(costs.flat(), accept, k):.2f}x.")

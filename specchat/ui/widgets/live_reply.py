@@ -23,6 +23,9 @@ GROW_LINES = 4
 """A reply in flight grows in steps of this many lines (blank until written): the screen is laid
 out again, and redrawn whole as the view follows, once a step instead of at every new line."""
 
+BRANCHES_LOST = "⑂"
+"""Before the count of a round's draft-tree branches that lost, where rejected drafts show."""
+
 Mark = tuple[int, int]
 """A place in a reply: a piece's index and how many of its characters come before it."""
 
@@ -59,14 +62,28 @@ class LiveReply(Vertical):
         self._tail_from: Mark = (0, 0)
         self._settled: list[Content] = []
         self._height: int | None = None
+        self._lost_round: int | None = None
+        self._lost_branches = 0
+        """The round whose lost branches the last piece counts, and how many."""
         self.add_class(role)
 
     def compose(self) -> ComposeResult:
         yield self._tail
 
     def add_tokens(self, events: list[TokenEvent]) -> None:
-        """Take the tokens; the app redraws at its own pace with `refresh_content`."""
-        self.pieces += [(e.kind, shown_text(e)) for e in events]
+        """Take the tokens; the app redraws at its own pace with `refresh_content`. A draft
+        tree's branches that lost in a round are one rejected piece, their count (`⑂n`); the
+        step-through lays each out."""
+        for e in events:
+            if e.branch and e.kind is TokenKind.REJECTED:
+                n = self._lost_branches + 1 if self._lost_round == e.round else 1
+                if n > 1:
+                    self.pieces.pop()
+                self.pieces.append((TokenKind.REJECTED, f"{BRANCHES_LOST}{n}"))
+                self._lost_round, self._lost_branches = e.round, n
+            else:
+                self.pieces.append((e.kind, shown_text(e)))
+                self._lost_round = None
 
     def add_draft_own(self, pieces: list[str]) -> None:
         """The draft's own tokens of the round whose tokens came last (none: nothing to add),

@@ -68,6 +68,9 @@ class StatsPanel(Static):
             f"tok/s per round   {spark}",
             f"accept by pos     {bars}",
         ]
+        if stats.branch_nodes:
+            lines.insert(4, f"tree: a round     {fmt(stats.verified_per_round, '.1f')} verified, "
+                            f"{fmt(stats.mean_accepted_length, '.2f')} tokens gained")
         if final:
             self.session_tokens += final.n_tokens
             self.session_saved += saved

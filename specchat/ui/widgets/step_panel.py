@@ -18,13 +18,32 @@ EXPLAIN = (
 )
 
 
+TREE = ("A draft tree: beside tokens the draft was unsure of, its next-best tokens (⑂) were "
+        "verified in the same pass, each seeing only the tokens above it. The target follows "
+        "its own choice down the tree; sampling tests siblings in turn, each against what the "
+        "refused ones left of p.")
+
+
+def tree_order(tokens: list[TokenEvent]) -> list[tuple[int, TokenEvent]]:
+    """A round's tokens as its tree is laid out, with each one's depth: each draft position's
+    chain token, then the branches beside it; the target's own token last."""
+    drafts = [e for e in tokens if e.q is not None]
+    first = min((e.position for e in drafts), default=0)
+    drafts.sort(key=lambda e: (e.position, e.branch))
+    return [(e.position - first, e) for e in drafts] + [
+        (0, e) for e in tokens if e.q is None]
+
+
 def describe_round(events: list[Event], baseline: float | None) -> Content:
-    """One round as a small table: token, q, p, verdict; then what it cost."""
+    """One round as a small table (a tree, where the draft branched): token, q, p, verdict;
+    then what it cost."""
     tokens = [e for e in events if isinstance(e, TokenEvent)]
     summary = next((e for e in events if isinstance(e, RoundEvent)), None)
-    parts = [Content.from_markup(f"[b]step-through[/b]  {EXPLAIN}\n\n"),
+    tree = any(e.branch for e in tokens)
+    parts = [Content.from_markup(f"[b]step-through[/b]  {EXPLAIN}"
+                                 + (f" {TREE}" if tree else "") + "\n\n"),
              Content.from_markup("  token                q (draft)  p (target)  verdict\n")]
-    for e in tokens:
+    for depth, e in tree_order(tokens) if tree else [(0, e) for e in tokens]:
         verdict = {
             TokenKind.ACCEPTED: "accepted: the target agrees",
             TokenKind.REJECTED: "rejected: the target disagrees",
@@ -32,9 +51,19 @@ def describe_round(events: list[Event], baseline: float | None) -> Content:
             TokenKind.BONUS: "bonus: every draft token stood",
             TokenKind.TARGET: "target only (no draft this round)",
         }[e.kind]
-        if e.u is not None and e.p is not None and e.q:
+        if e.branch:
+            verdict = ("a branch: the target's choice here" if e.kind is TokenKind.ACCEPTED
+                       else "a branch that lost")
+        if e.u is not None and e.branch:  # p and q as shown are not what it was tested on
+            verdict += f" (u {e.u:.2f}, against what the refused siblings left)"
+        elif e.u is not None and e.p is not None and e.q:
             verdict += f" (u {e.u:.2f} vs p/q {min(1.0, e.p / e.q):.2f})"
-        parts += [Content("  "), Content.styled(f"{e.text!r:<20.20}", token_style(e.kind)),
+        if e.kind is TokenKind.BONUS and tree:
+            verdict = "bonus: the path reached a leaf"
+        lead = ("  " * depth + ("⑂ " if e.branch else "")) if tree else ""
+        parts += [Content("  " + lead),
+                  Content.styled(f"{e.text!r:<{20 - len(lead)}.{20 - len(lead)}}",
+                                 token_style(e.kind)),
                   Content(f" {fmt(e.q, '.2f'):>9}  {fmt(e.p, '.2f'):>10}  {verdict}\n")]
     if summary is not None:
         cost = summary.draft_s + summary.verify_s
@@ -44,6 +73,10 @@ def describe_round(events: list[Event], baseline: float | None) -> Content:
             f"{summary.accepted}, {summary.emitted} token(s) for the reply. Cost: draft "
             f"{summary.draft_s * 1000:.0f} ms + verify {summary.verify_s * 1000:.0f} ms = "
             f"{cost * 1000:.0f} ms; target-only would take about {alone} for as many tokens."))
+        if summary.branch_nodes:
+            parts.append(Content(
+                f" The pass verified {summary.drafted + summary.branch_nodes} draft tokens: "
+                f"{summary.drafted} on the chain and {summary.branch_nodes} on branches."))
         if summary.source:
             parts.append(Content(f" Drafted by {summary.source}."))
         if summary.draft_pieces:

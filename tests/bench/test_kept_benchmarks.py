@@ -38,6 +38,7 @@ KEPT = {  # module -> (its arguments, a line its output must have)
     "batching_drift": (["{target}", "--tokens", "8"], "| tiny-target.gguf |"),
     "divergence": (["--tokens", "16"], "first divergent token"),
     "vs_hf_assisted": (["--repeats", "1", "--tokens", "16", "--k", "3"], "HF assisted"),
+    "tree_sequences": (["--repeats", "1", "--tokens", "8"], "| rows | chain (steps) | tree (steps) |"),
 }
 
 

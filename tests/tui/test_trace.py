@@ -58,6 +58,34 @@ def test_replay_reproduces_the_transcript_and_the_stats_with_no_model(recorded, 
     assert app.history.conversations() == []  # a replay is not saved as a conversation
 
 
+def test_a_trace_of_draft_trees_replays_its_branches_with_no_model(tiny, tmp_path):
+    """The tree is in the events (branch tokens, each round's branches), so a replay shows the
+    lost branches counted in the transcript and the tree's numbers in the stats panel."""
+    path = tmp_path / "tree.jsonl"
+    proc = specchat("ask", "trace me", "--target", str(tiny.target), "--draft", str(tiny.draft),
+                    "--max-tokens", "30", "--tree", "--tree-p", "1", "--trace", str(path),
+                    tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    recorded = read_trace(path)
+    lost = [e for e in recorded.events
+            if getattr(e, "branch", False) and e.kind is TokenKind.REJECTED]
+    assert lost and sum(getattr(e, "branch_nodes", 0) for e in recorded.events) >= len(lost)
+    app = SpecchatApp(None, Launch(replay=recorded, replay_speed=50.0),
+                      HistoryStore(tmp_path / "h.sqlite3"), Config(tmp_path / "config.toml"))
+    turn = recorded.events[-1]
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.chat_screen.transcript.last_turn is not None)
+            reply = app.chat_screen.query(LiveReply).last()
+            assert any(text.startswith("↳") for kind, text in reply.pieces
+                       if kind is TokenKind.REJECTED)
+            shown = "".join(text for kind, text in reply.pieces if kind is not TokenKind.REJECTED)
+            assert shown == turn.text
+            assert "tree: a round" in str(app.chat_screen.query_one(StatsPanel).render())
+    asyncio.run(scenario())
+
+
 def test_a_file_that_is_not_a_trace_is_a_clear_error(tmp_path):
     bad = tmp_path / "x.jsonl"
     bad.write_text('{"type": "token"}\n')

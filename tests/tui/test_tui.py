@@ -444,7 +444,7 @@ def tree_round() -> list:
 
 
 def test_a_tree_round_in_step_mode_is_laid_out_as_its_tree():
-    """Each draft position's chain token, then the branches beside it (⑂), indented by
+    """Each draft position's chain token, then the branches beside it (↳), indented by
     depth; the branch that stood says so; the pass's nodes are counted."""
     from specchat.engine.events import TokenEvent
     from specchat.ui.widgets.step_panel import describe_round, tree_order
@@ -454,7 +454,7 @@ def test_a_tree_round_in_step_mode_is_laid_out_as_its_tree():
         (0, "The", False), (0, "The", True), (1, " cat", False), (1, " dog", True),
         (1, " bird", True), (2, " sat", False), (0, " ran", False)]
     shown = str(describe_round(tree_round(), baseline=30.0))
-    assert "\n    ⑂ ' dog'" in shown and "\n      ' sat'" in shown
+    assert "\n    ↳ ' dog'" in shown and "\n      ' sat'" in shown
     assert "a branch: the target's choice here" in shown and "a branch that lost" in shown
     assert "verified 6 draft tokens: 3 on the chain and 3 on branches" in shown
     assert "path reached a leaf" in shown
@@ -468,8 +468,8 @@ def test_lost_branches_are_one_counted_piece_in_the_transcript():
     reply.add_tokens([e for e in tree_round() if isinstance(e, TokenEvent)])
     assert reply.pieces == [(TokenKind.ACCEPTED, "The"), (TokenKind.ACCEPTED, " dog"),
                             (TokenKind.REJECTED, " cat"), (TokenKind.REJECTED, " sat"),
-                            (TokenKind.REJECTED, "⑂2"), (TokenKind.BONUS, " ran")]
-    assert reply.plain.replace(" cat", "").replace(" sat", "").replace("⑂2", "") == "The dog ran"
+                            (TokenKind.REJECTED, "↳2"), (TokenKind.BONUS, " ran")]
+    assert reply.plain.replace(" cat", "").replace(" sat", "").replace("↳2", "") == "The dog ran"
 
 
 def test_settings_cleared_in_the_form_go_back_to_their_defaults(tiny, tmp_path):

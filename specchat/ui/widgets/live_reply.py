@@ -23,7 +23,7 @@ GROW_LINES = 4
 """A reply in flight grows in steps of this many lines (blank until written): the screen is laid
 out again, and redrawn whole as the view follows, once a step instead of at every new line."""
 
-BRANCHES_LOST = "⑂"
+BRANCHES_LOST = "↳"
 """Before the count of a round's draft-tree branches that lost, where rejected drafts show."""
 
 Mark = tuple[int, int]
@@ -72,7 +72,7 @@ class LiveReply(Vertical):
 
     def add_tokens(self, events: list[TokenEvent]) -> None:
         """Take the tokens; the app redraws at its own pace with `refresh_content`. A draft
-        tree's branches that lost in a round are one rejected piece, their count (`⑂n`); the
+        tree's branches that lost in a round are one rejected piece, their count (`↳n`); the
         step-through lays each out."""
         for e in events:
             if e.branch and e.kind is TokenKind.REJECTED:

@@ -18,7 +18,7 @@ EXPLAIN = (
 )
 
 
-TREE = ("A draft tree: beside tokens the draft was unsure of, its next-best tokens (⑂) were "
+TREE = ("A draft tree: beside tokens the draft was unsure of, its next-best tokens (↳) were "
         "verified in the same pass, each seeing only the tokens above it. The target follows "
         "its own choice down the tree; sampling tests siblings in turn, each against what the "
         "refused ones left of p.")
@@ -60,7 +60,7 @@ def describe_round(events: list[Event], baseline: float | None) -> Content:
             verdict += f" (u {e.u:.2f} vs p/q {min(1.0, e.p / e.q):.2f})"
         if e.kind is TokenKind.BONUS and tree:
             verdict = "bonus: the path reached a leaf"
-        lead = ("  " * depth + ("⑂ " if e.branch else "")) if tree else ""
+        lead = ("  " * depth + ("↳ " if e.branch else "")) if tree else ""
         parts += [Content("  " + lead),
                   Content.styled(f"{e.text!r:<{20 - len(lead)}.{20 - len(lead)}}",
                                  token_style(e.kind)),

@@ -40,6 +40,7 @@ from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeE
 from specchat.engine.policy import TreeSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import paired_speedup_interval
+from specchat.engine.text_drafter import TextDrafter
 from specchat.errors import SpecchatError
 from specchat.native.llama_tools import installed_build
 from specchat.render import table_console
@@ -82,7 +83,8 @@ def add_parser(sub: Any, defaults: Settings) -> argparse.ArgumentParser:
                         "prompt of each category of the built-in suite")
     p.add_argument("--max-tokens", type=int, default=CALIBRATION_TOKENS)
     p.add_argument("--tree", action="store_true",
-                   help="also try each drafter with draft trees (the adaptive policy's)")
+                   help="also try each drafter with draft trees (the adaptive policy's; a "
+                        "draft that drafts as text drafts chains)")
     p.add_argument("--save", action="store_true", help="make the recommendation the default")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
@@ -175,7 +177,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     for d in drafts:
         plan += [(d, Arm(d, k, "fixed"), DraftSettings(k=k)) for k in ks]
         plan.append((d, Arm(d, K_MAX, "adaptive"), DraftSettings(k=K_MAX, adaptive=True)))
-        if trees and drafters[d].model is not None:
+        if trees and not isinstance(drafters[d], TextDrafter):  # it drafts chains
             plan.append((d, Arm(d, K_MAX, "adaptive", tree=True),
                          DraftSettings(k=K_MAX, adaptive=True, tree=TreeSettings())))
     if progress is not None and task is not None:

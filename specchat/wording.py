@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections import Counter
 
 from specchat.cpu import busy_note, default_threads
-from specchat.engine.drafters import NO_DRAFT, CombinedDrafter, ModelDrafter
+from specchat.engine.drafters import NO_DRAFT
 from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.loop import SpeculativeEngine
+from specchat.engine.text_drafter import TextDrafter
 
 LEGEND = "[green]accepted draft[/] [red strike]rejected draft[/] [yellow]target correction[/] " \
          "[cyan]bonus[/] target (✗: a rejected draft a server counted but did not show)"
@@ -39,12 +40,12 @@ def trees_refused(engine: SpeculativeEngine) -> str | None:
     if engine.draft_settings.tree is None:
         return None
     drafter = engine.drafter
-    model = drafter.drafter if isinstance(drafter, CombinedDrafter) else drafter
     if not engine.target.can_tree:
         return f"{engine.target.name} verifies chains only where it runs, so the draft drafts chains"
-    if not isinstance(model, ModelDrafter):
-        return (f"{drafter.name} drafts chains (trees branch where a draft model of the "
-                "target's vocabulary is unsure)")
+    if isinstance(drafter, TextDrafter):
+        return (f"{drafter.name} drafts chains (it drafts as text; trees branch where a draft "
+                "of the target's vocabulary is unsure, or an earlier n-gram match went on "
+                "otherwise)")
     return None
 
 

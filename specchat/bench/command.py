@@ -37,7 +37,7 @@ def add_parser(sub, defaults: Settings) -> argparse.ArgumentParser:
                    help="also run each drafter with the adaptive policy")
     p.add_argument("--k-max", type=int, default=8, help="the adaptive policy's longest draft")
     p.add_argument("--tree", action="store_true",
-                   help="also run each model drafter's arms drafting trees, beside its chains")
+                   help="also run each drafter's arms drafting trees, beside its chains")
     p.add_argument("--tree-nodes", type=int, default=TreeSettings().nodes,
                    help="the tree arms' alternatives a round, at most (default: %(default)s)")
     p.add_argument("--baseline-target", default=None, metavar="MODEL",
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         if args.adaptive:
             chains.append(DraftSettings(k=args.k_max, adaptive=True))
         arms += [Arm(d, s) for s in chains]
-        if args.tree and d != "ngram":
+        if args.tree:
             tree = TreeSettings(nodes=args.tree_nodes)
             arms += [Arm(d, replace(s, tree=tree)) for s in chains]
     options = settings_schema.from_args(args, skip=("draft",)).models

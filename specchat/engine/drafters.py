@@ -207,7 +207,21 @@ class NgramDrafter(_NoModel):
             return Draft()
         source = self.source(m)
         tokens = self.index.after(start, plan.k(source, False))
-        return Draft(tokens=tokens, q=[1.0] * len(tokens), source=source)
+        draft = Draft(tokens=tokens, q=[1.0] * len(tokens), source=source)
+        if plan.width > 1 and tokens:
+            self._branch(draft, committed, m, plan)
+        return draft
+
+    def _branch(self, draft: Draft, committed: Sequence[int], m: int, plan: Plan) -> None:
+        """A draft tree: where the occurrence before the latest went on otherwise, its token
+        there beside the chain's (a point mass, as the chain's are), if the plan takes it."""
+        start = self.index.earlier(committed, m)
+        if start is None:
+            return
+        other = self.index.after(start, len(draft))
+        at = next((i for i, (a, b) in enumerate(zip(draft.tokens, other)) if a != b), None)
+        if at is not None and plan.alternatives(draft.source, at, None, [1.0]):
+            draft.branches.append(Branch(at, [other[at]], [1.0]))
 
     def release(self, committed: Sequence[int]) -> None:
         pass  # the index follows `committed` on the next proposal

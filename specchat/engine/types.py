@@ -152,8 +152,8 @@ class Plan(Protocol):
         token i - 1): False where no confidence it could come with would keep it."""
         ...
 
-    def alternatives(self, source: str, i: int, conf: float, chances: list[float]) -> int:
-        """How many alternatives to kept draft token i (confidence `conf`) to verify beside
-        it, a branch each (0: a chain there); `chances`: the drafter's probabilities of its
-        next-best tokens, best first."""
+    def alternatives(self, source: str, i: int, conf: float | None, chances: list[float]) -> int:
+        """How many alternatives to kept draft token i (confidence `conf`; None for a drafter
+        without one) to verify beside it, a branch each (0: a chain there); `chances`: the
+        drafter's probabilities of its alternatives, best first."""
         ...

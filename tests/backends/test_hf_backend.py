@@ -117,16 +117,6 @@ def test_greedy_matches_target_only_up_to_a_near_tie(hf_models, hf_near_tie, tex
                       hf_near_tie)
 
 
-def test_speculative_sampling_follows_the_target_distribution(hf_models):
-    target, draft = hf_models
-    ids = ids_for(target, "sampling")
-    expected = expected_pairs(target, ids)
-    rng = np.random.default_rng(7)
-    engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING,
-                               DraftSettings(k=2), rng)
-    assert pair_chi_square_p(sampled_pairs(engine, target, ids, 3000), expected) > 1e-4
-
-
 TREES = TreeSettings(nodes=6, p_max=1.01, width=3)
 """Branch beside every draft token while 6 alternatives last."""
 
@@ -160,13 +150,14 @@ def test_a_branch_row_is_the_row_of_its_path_evaluated_alone(hf_models):
     target.truncate(0)
 
 
-def test_tree_sampling_follows_the_target_distribution(hf_models):
+@pytest.mark.parametrize("shape", ["chains", "trees"])
+def test_speculative_sampling_follows_the_target_distribution(hf_models, shape):
     target, draft = hf_models
     ids = ids_for(target, "sampling")
     expected = expected_pairs(target, ids)
     rng = np.random.default_rng(7)
-    engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING,
-                               DraftSettings(k=1, tree=TREES), rng)
+    settings = DraftSettings(k=2) if shape == "chains" else DraftSettings(k=1, tree=TREES)
+    engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING, settings, rng)
     assert pair_chi_square_p(sampled_pairs(engine, target, ids, 3000), expected) > 1e-4
 
 

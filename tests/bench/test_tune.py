@@ -44,7 +44,7 @@ def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path, 
     assert {(a["draft"], a["policy"], a["tree"]) for a in arms} == {
         (str(tiny.draft), "fixed", False), (str(tiny.draft), "adaptive", False),
         (str(tiny.draft), "adaptive", True), ("ngram", "fixed", False),
-        ("ngram", "adaptive", False)}  # --tree: trees where a draft model branches
+        ("ngram", "adaptive", False), ("ngram", "adaptive", True)}  # --tree: a tree arm each
     for a in arms:
         assert {"draft", "k", "policy", "predicted_speedup", "measured_speedup",
                 "acceptance"} <= a.keys()

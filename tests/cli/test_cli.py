@@ -55,7 +55,8 @@ def test_json_stream_has_every_event_and_the_turn_last(tiny, tmp_path):
 
 def test_ask_drafts_trees_and_says_where_it_cannot(tiny, tmp_path):
     """--tree: the rounds' events carry the branches verified; a drafter that drafts chains
-    (n-gram) says so once, in the line that says where the models run."""
+    (a draft of another vocabulary, drafting as text) says so once, in the line that says
+    where the models run."""
     proc = specchat("ask", "hello", "--target", str(tiny.target), "--draft", str(tiny.draft),
                     "--max-tokens", "20", "--tree", "--tree-p", "1", "--json", tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -66,10 +67,10 @@ def test_ask_drafts_trees_and_says_where_it_cannot(tiny, tmp_path):
                      "--max-tokens", "8", "--tree", tmp_path=tmp_path)
     assert trees.returncode == 0, trees.stderr
     assert "fixed k=3 tree" in trees.stderr and "drafts chains" not in trees.stderr
-    chains = specchat("ask", "hello", "--target", str(tiny.target), "--draft", "ngram",
-                      "--max-tokens", "8", "--tree", tmp_path=tmp_path)
+    chains = specchat("ask", "f(x) = (y)", "--target", str(tiny.target), "--draft",
+                      str(tiny.other_vocab), "--max-tokens", "8", "--tree", tmp_path=tmp_path)
     assert chains.returncode == 0, chains.stderr
-    assert chains.stderr.count("ngram-3..12 drafts chains") == 1, chains.stderr
+    assert chains.stderr.count("(as text) drafts chains") == 1, chains.stderr
 
 
 def test_plain_output_streams_the_reply_then_a_stats_line(tiny, tmp_path):

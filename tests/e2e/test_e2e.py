@@ -98,7 +98,8 @@ def test_greedy_speculation_equals_target_only_up_to_a_near_tie(
         spec = SpeculativeEngine(target, NgramDrafter(3), GREEDY, DraftSettings(k=3))
     tokens, turn = reply(spec, prompt)
     assert turn.n_tokens > 0
-    if drafter.endswith("tree"):  # branches were verified (and most lost)
+    unsure = any(e.q is not None and e.q < 0.9 and not e.branch for e in tokens)
+    if drafter.endswith("tree") and unsure:  # beside a draft token under 0.9: a branch
         assert any(e.branch for e in tokens)
     parted = divergence(target, base, base_tokens, turn)
     if parted is None:

@@ -28,10 +28,11 @@ from support.checks import (
 from support.models import GREEDY, prompt_ids
 
 from specchat.engine import tree as tree_rule
-from specchat.engine.drafters import ModelDrafter
+from specchat.engine.drafters import ModelDrafter, NgramDrafter
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
-from specchat.engine.policy import MachineCosts, TreeSettings
+from specchat.engine.policy import FixedPolicy, MachineCosts, TreeSettings
+from specchat.engine.policy.acceptance import Acceptance
 from specchat.engine.policy.branching import Branching, BranchRates
 from specchat.engine.sampling import sample
 from specchat.engine.tree import DraftTree, TreeVerdict, verify_tree_sampling
@@ -47,14 +48,25 @@ def near_tie(models) -> float:
 
 
 # -- greedy -------------------------------------------------------------------------------------
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=GREEDY_CASES["text"], k=GREEDY_CASES["k"], adaptive=st.booleans())
-def test_greedy_trees_reply_as_the_target_alone(models, near_tie, text, k, adaptive):
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**GREEDY_CASES)
+def test_greedy_trees_reply_as_the_target_alone(models, near_tie, text, k, drafter, adaptive):
     target, draft = models
-    events = check_greedy_rule(target, make_drafter("model", draft), prompt_ids(target, text),
+    events = check_greedy_rule(target, make_drafter(drafter, draft), prompt_ids(target, text),
                                k, adaptive, near_tie, tree=ALWAYS)
-    if not adaptive:  # the fixed policy branches wherever the threshold lets it
-        assert sum(e.branch_nodes for e in events if isinstance(e, RoundEvent)) > 0
+    if drafter == "model" and not adaptive:  # the fixed policy branches wherever it drafts
+        assert all(e.branch_nodes for e in events if isinstance(e, RoundEvent) and e.drafted)
+
+
+def test_an_earlier_ngram_match_that_went_on_otherwise_is_a_branch():
+    """The latest `1 2 3 4` went on with 7, the one before with 9: 9 is verified beside 7."""
+    drafter = NgramDrafter(3, 4)
+    committed = [1, 2, 3, 4, 9, 5, 1, 2, 3, 4, 7, 6, 1, 2, 3, 4]
+    draft = drafter.propose(committed, FixedPolicy(3, tree=TreeSettings()).plan(3))
+    assert draft.tokens == [7, 6, 1]
+    assert [(b.at, b.tokens, b.q, b.dists) for b in draft.branches] == [(0, [9], [1.0], None)]
+    chains = drafter.propose(committed, FixedPolicy(3).plan(3))
+    assert chains.tokens == [7, 6, 1] and not chains.branches
 
 
 def test_branches_stand_and_lose_and_are_told_apart(models, near_tie):
@@ -218,12 +230,12 @@ def test_tree_sampling_follows_the_target_distribution(models, rule, monkeypatch
 
 # -- the policy's part ---------------------------------------------------------------------------
 def test_branching_keeps_to_its_budget_threshold_and_width():
-    rates, machine = BranchRates(), MachineCosts()
+    rates, acceptance, machine = BranchRates(), Acceptance(), MachineCosts()
     plan = Branching(nodes=3, p_max=0.8, width=3)
-    assert plan.alternatives(rates, machine, "d", 0.9, 0.95, [0.03, 0.01], 4, 0.0) == 0
-    assert plan.alternatives(rates, machine, "d", 0.5, 0.5, [0.3, 0.1, 0.05], 4, 0.0) == 2
-    assert plan.alternatives(rates, machine, "d", 0.5, 0.5, [0.3, 0.1], 4, 0.0) == 1
-    assert plan.alternatives(rates, machine, "d", 0.5, 0.5, [0.3, 0.1], 4, 0.0) == 0
+    assert plan.alternatives(rates, acceptance, machine, "d", 0, 0.95, [0.03, 0.01], 4, 0.0) == 0
+    assert plan.alternatives(rates, acceptance, machine, "d", 1, 0.5, [0.3, 0.1, 0.05], 4, 0.0) == 2
+    assert plan.alternatives(rates, acceptance, machine, "d", 2, 0.5, [0.3, 0.1], 4, 0.0) == 1
+    assert plan.alternatives(rates, acceptance, machine, "d", 3, 0.5, [0.3, 0.1], 4, 0.0) == 0
 
 
 def test_priced_branching_takes_rows_the_verify_curve_gives_cheaply():
@@ -236,7 +248,7 @@ def test_priced_branching_takes_rows_the_verify_curve_gives_cheaply():
     for machine in (cheap, dear):
         machine.learn_verify(1, 0.05)
     taken = Branching(nodes=4, p_max=0.9, priced=True).alternatives(
-        rates, cheap, "d", 0.5, 0.5, [0.4, 0.05], 4, 1 / 0.05)
+        rates, Acceptance(), cheap, "d", 0, 0.5, [0.4, 0.05], 4, 1 / 0.05)
     none = Branching(nodes=4, p_max=0.9, priced=True).alternatives(
-        rates, dear, "d", 0.5, 0.5, [0.4, 0.05], 4, 1 / 0.05)
+        rates, Acceptance(), dear, "d", 0, 0.5, [0.4, 0.05], 4, 1 / 0.05)
     assert taken == 2 and none == 0

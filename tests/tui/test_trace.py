@@ -19,14 +19,20 @@ from specchat.ui.widgets.live_reply import LiveReply
 from specchat.ui.widgets.stats_panel import StatsPanel
 
 
-@pytest.fixture
-def recorded(tiny, tmp_path):
+@pytest.fixture(params=["chains", "trees"])
+def recorded(tiny, tmp_path, request):
+    """A turn recorded drafting chains, or draft trees (a branch beside every draft token)."""
     path = tmp_path / "turn.jsonl"
+    trees = ["--tree", "--tree-p", "1"] if request.param == "trees" else []
     proc = specchat("ask", "trace me", "--target", str(tiny.target), "--draft", str(tiny.draft),
-                    "--max-tokens", "30", "--policy", "fixed", "--k", "3", "--trace", str(path),
-                    tmp_path=tmp_path)
+                    "--max-tokens", "30", "--policy", "fixed", "--k", "3", *trees,
+                    "--trace", str(path), tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     return read_trace(path)
+
+
+def lost_branches(pieces) -> list[str]:
+    return [text for kind, text in pieces if kind is TokenKind.REJECTED and text.startswith("↳")]
 
 
 def test_a_trace_holds_the_header_and_every_event(recorded):
@@ -36,6 +42,9 @@ def test_a_trace_holds_the_header_and_every_event(recorded):
     assert isinstance(turn, TurnEvent)
     kept = [e for e in recorded.events if getattr(e, "kind", None) not in (None, TokenKind.REJECTED)]
     assert [e.id for e in kept] == turn.token_ids
+    lost = [e for e in recorded.events
+            if getattr(e, "branch", False) and e.kind is TokenKind.REJECTED]
+    assert bool(lost) is recorded.meta["settings"]["tree"]  # the tree is in the events
 
 
 def test_replay_reproduces_the_transcript_and_the_stats_with_no_model(recorded, tmp_path):
@@ -53,37 +62,12 @@ def test_replay_reproduces_the_transcript_and_the_stats_with_no_model(recorded, 
             stats = app.chat_screen.transcript.stats
             assert stats.tokens == turn.n_tokens and stats.accepted == turn.n_accepted
             assert app.chat_screen.transcript.last_turn == turn
-            assert f"tokens            {turn.n_tokens}" in str(app.chat_screen.query_one(StatsPanel).render())
+            panel = str(app.chat_screen.query_one(StatsPanel).render())
+            assert f"tokens            {turn.n_tokens}" in panel
+            trees = recorded.meta["settings"]["tree"]  # lost branches counted, the tree's numbers
+            assert bool(lost_branches(reply.pieces)) is trees and ("tree: a round" in panel) is trees
     asyncio.run(scenario())
     assert app.history.conversations() == []  # a replay is not saved as a conversation
-
-
-def test_a_trace_of_draft_trees_replays_its_branches_with_no_model(tiny, tmp_path):
-    """The tree is in the events (branch tokens, each round's branches), so a replay shows the
-    lost branches counted in the transcript and the tree's numbers in the stats panel."""
-    path = tmp_path / "tree.jsonl"
-    proc = specchat("ask", "trace me", "--target", str(tiny.target), "--draft", str(tiny.draft),
-                    "--max-tokens", "30", "--tree", "--tree-p", "1", "--trace", str(path),
-                    tmp_path=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    recorded = read_trace(path)
-    lost = [e for e in recorded.events
-            if getattr(e, "branch", False) and e.kind is TokenKind.REJECTED]
-    assert lost and sum(getattr(e, "branch_nodes", 0) for e in recorded.events) >= len(lost)
-    app = SpecchatApp(None, Launch(replay=recorded, replay_speed=50.0),
-                      HistoryStore(tmp_path / "h.sqlite3"), Config(tmp_path / "config.toml"))
-    turn = recorded.events[-1]
-
-    async def scenario():
-        async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.chat_screen.transcript.last_turn is not None)
-            reply = app.chat_screen.query(LiveReply).last()
-            assert any(text.startswith("↳") for kind, text in reply.pieces
-                       if kind is TokenKind.REJECTED)
-            shown = "".join(text for kind, text in reply.pieces if kind is not TokenKind.REJECTED)
-            assert shown == turn.text
-            assert "tree: a round" in str(app.chat_screen.query_one(StatsPanel).render())
-    asyncio.run(scenario())
 
 
 def test_a_file_that_is_not_a_trace_is_a_clear_error(tmp_path):

@@ -151,14 +151,14 @@ class _AdaptivePlan:
     def p_branch(self) -> float:
         return self.branching.p_max if self.branching else 0.0
 
-    def alternatives(self, source: str, i: int, conf: float, chances: list[float]) -> int:
+    def alternatives(self, source: str, i: int, conf: float | None, chances: list[float]) -> int:
         """Alternatives that add tokens at least as fast as the round's best rate (none in a
         probe, which measures the chain)."""
         if self.branching is None or self.probing:
             return 0
-        accept = self.costs.acceptance.confidence_rate(source, conf)
-        return self.branching.alternatives(self.costs.branches, self.costs.machine, source,
-                                           accept, conf, chances, 1 + i + 1, self.rate)
+        costs = self.costs
+        return self.branching.alternatives(costs.branches, costs.acceptance, costs.machine,
+                                           source, i, conf, chances, 1 + i + 1, self.rate)
 
     def worth_a_pass(self, source: str, i: int) -> bool:
         """Whether token i, at the draft's most trusted confidence, would pay for its pass as

@@ -8,10 +8,17 @@ target's next token, one more than the correction alone."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from specchat.engine.policy.acceptance import Acceptance
 from specchat.engine.policy.machine import MachineCosts
 from specchat.engine.policy.rates import CONF_BINS, Rate, conf_bin
+
+POINT_CHANCE = 0.5
+"""The chance given to a point-mass alternative (an earlier n-gram match that went on otherwise)
+where the chain's token was refused, before its source's alternatives were measured: two
+continuations of the same text, as likely as each other."""
 
 
 def chance_given_refused(q_alt: float, q_before: float) -> float:
@@ -64,19 +71,25 @@ class Branching:
     reach: float = 1.0
     """P(the round reaches the next draft position): the chain's calibrated chances so far."""
 
-    def alternatives(self, rates: BranchRates, machine: MachineCosts, source: str,
-                     accept: float, conf: float, chances: list[float], batch: int,
+    def alternatives(self, rates: BranchRates, acceptance: Acceptance, machine: MachineCosts,
+                     source: str, i: int, conf: float | None, chances: list[float], batch: int,
                      rate: float) -> int:
-        """How many of `chances` (the draft's next-best probabilities, best first) to verify
-        beside a kept token with confidence `conf`, which stands with probability `accept`;
-        `batch`: the verify batch of the chain (the alternatives taken come on top);
-        `rate`: the round's expected tokens a second."""
-        reach, self.reach = self.reach, self.reach * accept
-        if conf >= self.p_max:
-            return 0
-        taken, q_before, alive = 0, conf, reach * (1.0 - accept)
+        """How many of `chances` (the drafter's probabilities of its alternatives, best first)
+        to verify beside kept draft token i, drawn with confidence `conf` (None: a drafter
+        without one, whose alternatives are point masses, each `POINT_CHANCE` until measured);
+        `batch`: the verify batch of the chain (the alternatives taken come on top); `rate`:
+        the round's expected tokens a second."""
+        if conf is None:
+            accept = acceptance.position_rate(source, i)
+            reach = math.prod(acceptance.position_rate(source, t) for t in range(i))
+        else:
+            accept = acceptance.confidence_rate(source, conf)
+            reach, self.reach = self.reach, self.reach * accept
+            if conf >= self.p_max:
+                return 0
+        taken, q_before, alive = 0, conf or 0.0, reach * (1.0 - accept)
         for q_alt in chances[: max(0, min(self.width - 1, self.nodes - self.used))]:
-            chance = chance_given_refused(q_alt, q_before)
+            chance = POINT_CHANCE if conf is None else chance_given_refused(q_alt, q_before)
             stands = rates.rate(source, chance)
             if self.priced:
                 n = batch + self.used + taken

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from specchat.engine.policy.acceptance import Acceptance
-from specchat.engine.policy.branching import BranchRates, chance_given_refused
+from specchat.engine.policy.branching import POINT_CHANCE, BranchRates, chance_given_refused
 from specchat.engine.policy.machine import MachineCosts
 from specchat.engine.policy.rates import Yield, expected_tokens
 from specchat.engine.policy.reply import ReplyState
@@ -79,8 +79,9 @@ class CostModel:
         for i, branch in enumerate(draft.branches):
             if branch.at != accepted:
                 continue
-            self.branches.observe(draft.source, chance_given_refused(branch.q[0], q_before),
-                                  i == stood)
+            chance = (chance_given_refused(branch.q[0], q_before) if draft.conf
+                      else POINT_CHANCE)  # a drafter without confidences: point masses
+            self.branches.observe(draft.source, chance, i == stood)
             if i == stood:
                 return
             q_before += branch.q[0]

@@ -48,12 +48,12 @@ class _FixedPlan:
     def p_branch(self) -> float:
         return self.branching.p_max if self.branching else 0.0
 
-    def alternatives(self, source: str, i: int, conf: float, chances: list[float]) -> int:
+    def alternatives(self, source: str, i: int, conf: float | None, chances: list[float]) -> int:
         if self.branching is None:
             return 0
-        accept = self.costs.acceptance.confidence_rate(source, conf)
-        return self.branching.alternatives(self.costs.branches, self.costs.machine, source,
-                                           accept, conf, chances, 1 + self.asked, 0.0)
+        costs = self.costs
+        return self.branching.alternatives(costs.branches, costs.acceptance, costs.machine,
+                                           source, i, conf, chances, 1 + self.asked, 0.0)
 
 
 class FixedPolicy:

@@ -218,7 +218,7 @@ class CostsScreen(Screen):
         """What a draft tree would buy at this k, here and on a GPU's curve."""
         measured = branch_stands(r for t in self.turns for r in t.rounds)
         stands, how = ((measured[0], f"measured over {measured[1]} tested in this conversation")
-                       if measured else (ALT_STANDS, "what-if: none tested yet (--tree)"))
+                       if measured else (ALT_STANDS, "a what-if: none tested yet, --tree tests them"))
         rows = costs.steps(2 * k + 1) - costs.steps(k + 1)
         return (f"A draft tree, one alternative beside each of k={k} draft tokens (an "
                 f"alternative the target's choice in {stands:.0%} of refusals, {how}): "

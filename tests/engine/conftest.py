@@ -4,6 +4,7 @@ engine, so each emitted token can be checked against the row it came from."""
 from __future__ import annotations
 
 import pytest
+from support.checks import calibrated_near_tie
 from support.models import RecordingBackend, load
 
 
@@ -14,6 +15,13 @@ def models(tiny):
     yield target, draft
     target.close()
     draft.close()
+
+
+@pytest.fixture(scope="module")
+def near_tie(models) -> float:
+    """How far batching moves the tiny target's top-2 gap (4x, at least 0.001): the greedy
+    oracles' near-tie, never above their ceiling."""
+    return calibrated_near_tie(models[0], floor=1e-3)
 
 
 @pytest.fixture(scope="module")

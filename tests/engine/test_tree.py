@@ -17,13 +17,10 @@ from hypothesis import strategies as st
 from support.checks import (
     GREEDY_CASES,
     SAMPLING,
-    calibrated_near_tie,
     check_greedy_rule,
+    check_sampling_rule,
     chi_square_p,
-    expected_pairs,
     make_drafter,
-    pair_chi_square_p,
-    sampled_pairs,
 )
 from support.models import GREEDY, prompt_ids
 
@@ -40,11 +37,6 @@ from specchat.engine.types import Branch, Draft
 
 ALWAYS = TreeSettings(nodes=6, p_max=1.01, width=3)
 """Branch beside every draft token, while 6 alternatives last: trees in every round."""
-
-
-@pytest.fixture(scope="module")
-def near_tie(models) -> float:
-    return calibrated_near_tie(models[0], floor=1e-3)
 
 
 # -- greedy -------------------------------------------------------------------------------------
@@ -214,18 +206,12 @@ def test_a_rule_that_forgets_the_siblings_drawn_before_fails():
 def test_tree_sampling_follows_the_target_distribution(models, rule, monkeypatch):
     target, draft = models
     ids = prompt_ids(target, "sampling")
-    expected = expected_pairs(target, ids)
     if rule == "p never the residual":
         monkeypatch.setattr("specchat.engine.loop.verify_tree_sampling", _keeps_p)
     rng = np.random.default_rng(11)
     engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING,
                                DraftSettings(k=1, tree=ALWAYS), rng)
-    samples = sampled_pairs(engine, target, ids, 3000)
-    p_value = pair_chi_square_p(samples, expected)
-    if rule == "multi-draft rule":
-        assert p_value > 1e-4
-    else:
-        assert p_value < 1e-4
+    check_sampling_rule(engine, target, ids, exact=rule == "multi-draft rule")
 
 
 # -- the policy's part ---------------------------------------------------------------------------

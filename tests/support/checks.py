@@ -229,6 +229,15 @@ def sampled_pairs(engine, target, ids: list[int], n: int) -> list[tuple[int, int
     return out
 
 
+def check_sampling_rule(engine, target, ids: list[int], exact: bool = True,
+                        n: int = 3000) -> None:
+    """The first two tokens of n replies against the target's own distribution of them
+    (chi-square): they follow it where the engine's rule is exact, and a wrong rule's do not."""
+    expected = expected_pairs(target, ids)
+    p_value = pair_chi_square_p(sampled_pairs(engine, target, ids, n), expected)
+    assert p_value > 1e-4 if exact else p_value < 1e-4, f"chi-square p-value {p_value:.2g}"
+
+
 def wrong_rule(draft, q_dists, p_dists, rng):
     """A common mistake: on rejection, resample from p instead of norm(max(0, p - q))."""
     for i, d in enumerate(draft):

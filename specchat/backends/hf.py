@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from specchat.engine.tree import depths, leaves, path_to
 from specchat.errors import ContextOverflowError, DecodeError, ModelFileError, SpecchatError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -130,9 +131,9 @@ class TransformersBackend:
         self._cache = transformers.DynamicCache(config=config)
         self.can_truncate = bool(self._cache.is_croppable)
         self.can_tree = self.can_truncate
-        self._tree: tuple[int, list[int], list[int], list[int]] | None = None
-        """The tree `eval_tree` left in the cache (where its nodes start, the nodes, their
-        parents, the path to the first leaf), until `keep_path` (or a truncation)."""
+        self._tree: tuple[int, list[int], list[int]] | None = None
+        """The tree `eval_tree` left in the cache (where its nodes start, the nodes, the path
+        to the first leaf), until `keep_path` (or a truncation)."""
         # transformers 5.24 names the forward's cache argument `cache`, earlier 5.x releases
         # `past_key_values`; one that is not named is silently ignored, so ask the model
         forward = inspect.signature(self.model.forward).parameters
@@ -192,19 +193,18 @@ class TransformersBackend:
             raise ContextOverflowError(f"{self.name}: {start + n} tokens do not fit the "
                                        f"context of {self.n_ctx}")
         torch = self._torch
-        depth: list[int] = []
         allow = np.zeros((n, start + n), dtype=bool)
         allow[:, :start + n_tok] = True
         allow[:n_tok, start:start + n_tok] = np.tril(np.ones((n_tok, n_tok), dtype=bool))
         for i, parent in enumerate(parents):
-            depth.append(0 if parent < 0 else depth[parent] + 1)
-            allow[n_tok + i, start + n_tok:] = allow[n_tok + parent, start + n_tok:] \
-                if parent >= 0 else False
+            if parent >= 0:
+                allow[n_tok + i, start + n_tok:] = allow[n_tok + parent, start + n_tok:]
             allow[n_tok + i, start + n_tok + i] = True
         dtype = next(self.model.parameters()).dtype
         mask = torch.full((1, 1, n, start + n), torch.finfo(dtype).min, dtype=dtype)
         mask[0, 0][torch.from_numpy(allow)] = 0.0
-        positions = [start + j for j in range(n_tok)] + [start + n_tok + d for d in depth]
+        positions = [start + j for j in range(n_tok)] + [start + n_tok + d
+                                                         for d in depths(parents)]
         ids = torch.tensor([[*tokens, *nodes]], dtype=torch.long, device=self.device)
         try:
             with torch.inference_mode():
@@ -220,13 +220,8 @@ class TransformersBackend:
         finally:
             self.passes += 1
         self.tokens.extend(tokens)
-        first_leaf, inner = 0, set(parents)
-        while first_leaf in inner:
-            first_leaf += 1
-        first_path = [first_leaf]
-        while parents[first_path[0]] >= 0:
-            first_path.insert(0, parents[first_path[0]])
-        self._tree = (start + n_tok, list(nodes), list(parents), first_path)
+        first_path = path_to(parents, leaves(parents)[0])
+        self._tree = (start + n_tok, list(nodes), first_path)
         self.tokens.extend(nodes[i] for i in first_path)
         return out.logits[0].float().cpu().numpy()
 
@@ -234,7 +229,7 @@ class TransformersBackend:
         tree, self._tree = self._tree, None
         if tree is None:
             raise DecodeError(f"{self.name}: no draft tree to keep a path of")
-        base, nodes, _, _ = tree
+        base, nodes, _ = tree
         keep = self._torch.tensor([*range(base), *(base + i for i in path)], device=self.device)
         for layer in self._cache.layers:
             if layer.is_initialized:
@@ -249,7 +244,7 @@ class TransformersBackend:
 
     def truncate(self, n: int) -> None:
         if self._tree is not None:  # a tree no path was kept of: the first leaf's path stays
-            self.keep_path(self._tree[3])
+            self.keep_path(self._tree[2])
         if n < len(self.tokens):
             self._cache.crop(n - len(self.tokens))  # negative: drop that many from the end
             del self.tokens[n:]

@@ -21,6 +21,7 @@ import numpy as np
 from specchat.backends import rpc as rpc_servers
 from specchat.catalog.gguf_file import read_gguf
 from specchat.cpu import default_threads
+from specchat.engine.tree import depths, leaves, path_to
 from specchat.errors import CacheTruncationError, ContextOverflowError, DecodeError, ModelFileError
 from specchat.native import model_thread
 
@@ -295,7 +296,7 @@ class LlamaCppBackend(LlamaVocab):
             raise DecodeError(f"{self.name}: llama_decode failed with code {rc}"
                               + (f" ({_last_error_line()})" if _last_error_line() else ""))
         self.tokens.extend(tokens)
-        self.tokens.extend(nodes[i] for i in tree.path_to(tree.leaves[0]))
+        self.tokens.extend(nodes[i] for i in path_to(parents, tree.leaves[0]))
         self._tree = tree
         ptr = llama_cpp.llama_get_logits(self._ctx)
         return np.ctypeslib.as_array(ptr, shape=(len(nodes) + 1, self.n_vocab)).copy()
@@ -372,29 +373,15 @@ class _Tree:
     leaves: list[int]
     seqs: list[list[int]]
     """The sequences each node is in (those of the leaves below it), ascending."""
-    parents: list[int]
 
     @classmethod
     def of(cls, base: int, parents: Sequence[int]) -> _Tree:
-        depth: list[int] = []
-        for parent in parents:
-            depth.append(0 if parent < 0 else depth[parent] + 1)
-        inner = set(parents)
-        leaves = [i for i in range(len(parents)) if i not in inner]
+        ends = leaves(parents)
         seqs: list[list[int]] = [[] for _ in parents]
-        for seq, leaf in enumerate(leaves):
-            node = leaf
-            while node >= 0:
+        for seq, leaf in enumerate(ends):
+            for node in path_to(parents, leaf):
                 seqs[node].append(seq)
-                node = parents[node]
-        return cls(base, depth, leaves, seqs, list(parents))
-
-    def path_to(self, node: int) -> list[int]:
-        path = []
-        while node >= 0:
-            path.append(node)
-            node = self.parents[node]
-        return path[::-1]
+        return cls(base, depths(parents), ends, seqs)
 
 
 def system_info() -> tuple[str, bool]:

@@ -60,6 +60,10 @@ class _Outcome:
         return [row for row, *_ in self.stood] + [self.next_row]
 
 
+_Verified = tuple[_Outcome, np.ndarray, list[RowSummary], list[np.ndarray] | None, list[int]]
+"""A verify pass: what it decided, the logits rows, their summaries, the target's
+distributions (sampling), and the padding the batch carried."""
+
 FitPrompt = Callable[[Sequence[int]], FittedPrompt | None]
 """Asked with the reply's ids so far when the reply reaches the end of the context: a shorter
 prompt to go on from, or None to stop there (`context_full`)."""
@@ -311,10 +315,9 @@ class SpeculativeEngine:
         predictable the text is, for the policy)."""
         todo = kvsync.pending(self.target, committed)
         if draft.branches:
-            outcome, rows, p_dists, pad = self._verify_tree(todo, draft)
+            outcome, rows, summaries, p_dists, pad = self._verify_tree(todo, draft)
         else:
-            outcome, rows, p_dists, pad = self._verify_chain(todo, draft, committed)
-        summaries = [row_summary(row) for row in rows]
+            outcome, rows, summaries, p_dists, pad = self._verify_chain(todo, draft, committed)
 
         def p_of(i: int, tok: int) -> float:
             if p_dists is not None:
@@ -328,19 +331,20 @@ class SpeculativeEngine:
         confidence = [p_of(row, summaries[row].top) for row in outcome.rows]
         return events, outcome, batch, confidence
 
-    def _verdict_inputs(self, rows: np.ndarray) -> tuple[list[int], list[np.ndarray] | None]:
-        """The target's argmax at each row (greedy) or its distributions (sampling)."""
+    def _read_rows(self, rows: np.ndarray) -> tuple[list[RowSummary], list[np.ndarray] | None]:
+        """Each row's summary (its argmax decides greedy verdicts), and the target's
+        distributions where it samples."""
+        summaries = [row_summary(row) for row in rows]
         if self.sampling.greedy:
-            return [row_summary(row).top for row in rows], None
-        return [], [self.sampling.distribution(row) for row in rows]
+            return summaries, None
+        return summaries, [self.sampling.distribution(row) for row in rows]
 
-    def _verify_chain(self, todo: list[int], draft: Draft, committed: list[int]
-                      ) -> tuple[_Outcome, np.ndarray, list[np.ndarray] | None, list[int]]:
+    def _verify_chain(self, todo: list[int], draft: Draft, committed: list[int]) -> _Verified:
         pad = self._padding(todo, draft, committed)
         rows = self.target.eval(todo + draft.tokens + pad, len(todo) - 1)[:len(draft) + 1]
-        argmax, p_dists = self._verdict_inputs(rows)
+        summaries, p_dists = self._read_rows(rows)
         if p_dists is None:
-            verdict = verify_greedy(draft.tokens, argmax)
+            verdict = verify_greedy(draft.tokens, [s.top for s in summaries])
         else:
             verdict = verify_sampling(draft.tokens, draft.dists, p_dists, self.rng)
         n, us = verdict.n_accepted, verdict.uniforms
@@ -356,17 +360,16 @@ class SpeculativeEngine:
             kind=(TokenKind.TARGET if not draft.tokens else
                   TokenKind.BONUS if n == len(draft) else TokenKind.CORRECTED),
             chain_accepted=n)
-        return outcome, rows, p_dists, pad
+        return outcome, rows, summaries, p_dists, pad
 
-    def _verify_tree(self, todo: list[int], draft: Draft
-                     ) -> tuple[_Outcome, np.ndarray, list[np.ndarray] | None, list[int]]:
+    def _verify_tree(self, todo: list[int], draft: Draft) -> _Verified:
         """The chain and its branches in one pass (engine/tree.py); the cache keeps the path
         that stood."""
         tree = DraftTree.of(draft)
         rows = self.target.eval_tree(todo, tree.tokens, tree.parents)
-        argmax, p_dists = self._verdict_inputs(rows)
+        summaries, p_dists = self._read_rows(rows)
         if p_dists is None:
-            verdict = verify_tree_greedy(tree, argmax)
+            verdict = verify_tree_greedy(tree, [s.top for s in summaries])
         else:
             verdict = verify_tree_sampling(tree, p_dists, self.rng)
         self.target.keep_path(verdict.path)
@@ -383,7 +386,7 @@ class SpeculativeEngine:
             chain_accepted=verdict.chain_accepted,
             branch=tree.branch[last] if last >= tree.chain else None,
             branches_tested=tested_branches(tree, verdict))
-        return outcome, rows, p_dists, []
+        return outcome, rows, summaries, p_dists, []
 
     def _commit(self, round_no: int, outcome: _Outcome, summaries: list[RowSummary],
                 p_of: Callable[[int, int], float], committed: list[int],

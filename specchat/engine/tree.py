@@ -30,6 +30,29 @@ from specchat.engine.types import Draft
 from specchat.engine.verify import aligned
 
 
+def depths(parents: Sequence[int]) -> list[int]:
+    """Each node's draft position (0 for the root's children), parents before children."""
+    out: list[int] = []
+    for parent in parents:
+        out.append(0 if parent < 0 else out[parent] + 1)
+    return out
+
+
+def leaves(parents: Sequence[int]) -> list[int]:
+    """The nodes without children, in node order (a Draft's chain's last first)."""
+    inner = set(parents)
+    return [i for i in range(len(parents)) if i not in inner]
+
+
+def path_to(parents: Sequence[int], node: int) -> list[int]:
+    """The nodes from the root's child down to `node`."""
+    path = []
+    while node >= 0:
+        path.append(node)
+        node = parents[node]
+    return path[::-1]
+
+
 @dataclass(frozen=True)
 class DraftTree:
     """The nodes of a draft in verify order."""
@@ -73,15 +96,7 @@ class DraftTree:
 
     def depth(self, node: int) -> int:
         """Draft position of a node: 0 for the root's children."""
-        d = 0
-        while (node := self.parents[node]) >= 0:
-            d += 1
-        return d
-
-    def leaves(self) -> list[int]:
-        """Nodes without children, the chain's last first."""
-        parents = set(self.parents)
-        return [i for i in range(len(self)) if i not in parents]
+        return len(path_to(self.parents, node)) - 1
 
     def proposal(self, node: int, size: int) -> np.ndarray | None:
         """The distribution `node` was drawn from: its drafter's with the earlier siblings'

@@ -63,8 +63,7 @@ class LiveReply(Vertical):
         self._settled: list[Content] = []
         self._height: int | None = None
         self._lost_round: int | None = None
-        self._lost_branches = 0
-        """The round whose lost branches the last piece counts, and how many."""
+        """The round whose lost branches the last piece counts."""
         self.add_class(role)
 
     def compose(self) -> ComposeResult:
@@ -76,11 +75,11 @@ class LiveReply(Vertical):
         step-through lays each out."""
         for e in events:
             if e.branch and e.kind is TokenKind.REJECTED:
-                n = self._lost_branches + 1 if self._lost_round == e.round else 1
-                if n > 1:
-                    self.pieces.pop()
+                n = 1
+                if self._lost_round == e.round:  # the last piece counts this round's
+                    n += int(self.pieces.pop()[1].removeprefix(BRANCHES_LOST))
                 self.pieces.append((TokenKind.REJECTED, f"{BRANCHES_LOST}{n}"))
-                self._lost_round, self._lost_branches = e.round, n
+                self._lost_round = e.round
             else:
                 self.pieces.append((e.kind, shown_text(e)))
                 self._lost_round = None

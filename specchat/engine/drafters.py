@@ -139,11 +139,11 @@ class ModelDrafter(DraftModel):
             q, top = float(probs[tok]), float(probs.max())
         if not plan.keep(self.name, len(draft), top):
             return False
-        if plan.width > 1 and top < plan.p_branch:
-            if draft.dists is None:
-                others = self._next_best(row, tok, lse, plan.width - 1)
-            else:
-                others = self._drawn_without(probs, tok, plan.width - 1)
+        if plan.width > 1:  # told of every kept token: the round's reach follows the chain
+            others: list[tuple[int, float]] = []
+            if top < plan.p_branch:  # only an unsure token's alternatives are worth finding
+                others = (self._next_best(row, tok, lse, plan.width - 1) if draft.dists is None
+                          else self._drawn_without(probs, tok, plan.width - 1))
             n = plan.alternatives(self.name, len(draft), top, [p for _, p in others])
             draft.branches.extend(
                 Branch(len(draft), [alt], [p], None if draft.dists is None else [probs])

@@ -224,6 +224,22 @@ def test_branching_keeps_to_its_budget_threshold_and_width():
     assert plan.alternatives(rates, acceptance, machine, "d", 3, 0.5, [0.3, 0.1], 4, 0.0) == 0
 
 
+def test_the_plan_hears_of_every_kept_token_so_a_trees_reach_follows_the_chain(models):
+    """A confident token gets no alternatives, but the plan is told of it: the chance that the
+    round reaches the next position includes it."""
+    target, draft = models
+    plan = FixedPolicy(3, tree=TreeSettings(p_max=0.0)).plan(3)  # never unsure enough
+    told: list[int] = []
+    ask = plan.alternatives
+    plan.alternatives = lambda source, i, conf, chances: told.append(i) or ask(  # type: ignore[method-assign]
+        source, i, conf, chances)
+    drafted = ModelDrafter(draft, GREEDY, np.random.default_rng(0)).propose(
+        prompt_ids(target, "the cat sat on"), plan)
+    draft.truncate(0)
+    assert len(drafted) == 3 and told == [0, 1, 2] and not drafted.branches
+    assert plan.branching.reach == pytest.approx(np.prod([min(c, 0.9) for c in drafted.conf]))
+
+
 def test_priced_branching_takes_rows_the_verify_curve_gives_cheaply():
     """Where 8 rows cost what 5 do (a known curve), alternatives fill the batch; where each
     row costs a whole step, none pays at a rate of 1 token a step."""

@@ -2,8 +2,8 @@
 install.sh builds the wheel from; this build has the kernels this CPU's instruction set calls
 for; the Q4_0 GEMM they change (the AVX2 kernel, or on an AVX-512 build its 512-bit form) gives
 a batch of every size from 1 to 40 the logits of the weights as the file holds them (a path no
-patch touches), on one thread and on two; the one-row GEMV (changed on AVX2 builds) gives a
-step the logits of the weights as llama.cpp holds them unpacked; and a model with a
+patch touches), on one thread and on two; the one-row GEMV (changed on AVX2 and AVX-512 builds)
+gives a step the logits of the weights as llama.cpp holds them unpacked; and a model with a
 hot-vocabulary output scores those token ids as the whole output layer does and no others."""
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def test_this_build_has_the_kernels_its_patches_are_meant_for():
     if "avx2" in cpu:
         assert "AVX2" in built  # patches 0001, 0004-0006 (AVX2 without AVX-512)
     if "avx512f" in cpu:
-        assert "AVX512" in built  # patch 0002
+        assert "AVX512" in built  # patches 0002, 0004, 0005 and 0008
 
 
 BATCH_TOLERANCE = 0.05
@@ -97,8 +97,8 @@ dot product (a lost block, a wrong unsigned correction) parts them by tens of pe
 
 @pytest.mark.parametrize("threads", [1, 2], ids=["1-thread", "2-threads"])
 def test_a_q4_0_batch_of_every_size_matches_the_unrepacked_weights(q4_0_file, threads):
-    """Batches of 1 to 40 tokens through the repacked Q4_0 kernels (patches 0001/0002 and
-    0004-0006 where this CPU takes them) against the same tokens through the weights as the
+    """Batches of 1 to 40 tokens through the repacked Q4_0 kernels (patches 0001/0002,
+    0004-0006 and 0008 where this CPU takes them) against the same tokens through the weights as the
     file holds them. On one thread every matrix is one chunk a multiple of 16 wide (the
     AVX-512 kernel's columns a pass), on two the 64-wide ones come in chunks of 8, which keep
     llama.cpp's own path there. The paths must differ somewhere (else no repacked kernel ran)."""
@@ -123,7 +123,7 @@ def _steps(path, tokens: list[int], repack: bool) -> np.ndarray:
 
 
 def test_a_q4_0_step_gives_the_logits_of_the_unpacked_weights(q4_0_file):
-    """The repacked Q4_0 GEMV (patches/llama.cpp/0004 on AVX2) sums each block's integer dot
+    """The repacked Q4_0 GEMV (patches/llama.cpp/0004; 0008 on AVX-512) sums each block's integer dot
     product exactly, as ggml's own Q4_0 dot product does over the unpacked weights; the two
     differ only in the order they add the blocks' float products. A wrong correction for the
     unsigned nibbles (8 * the activations' sum) moves the logits by tens of percent."""

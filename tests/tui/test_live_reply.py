@@ -30,19 +30,23 @@ def styled_chars(content: Content) -> list[tuple[str, tuple[str, ...]]]:
 
 @settings(max_examples=300, deadline=None)
 @given(pieces=pieces_st, show_rejected=st.booleans(), lines=st.integers(1, 4),
-       own_at=st.sets(st.integers(0, 40), max_size=5))
+       own_at=st.sets(st.integers(0, 40), max_size=5),
+       lost_at=st.sets(st.integers(0, 40), max_size=5))
 def test_settled_lines_and_the_tail_draw_what_the_whole_reply_draws(pieces, show_rejected,
-                                                                     lines, own_at):
+                                                                     lines, own_at, lost_at):
     own = {i: ["x", "y\n"] for i in own_at if i < len(pieces)}
+    # expanded lost branches: a count's piece has no line break, a branch token may
+    lost = {i: ["b\n", "c"] for i in lost_at if i < len(pieces) and "\n" not in pieces[i][1]}
     whole = Content.assemble(*styled_pieces(pieces, own, show_rejected, (0, 0),
-                                            (len(pieces), 0)))
+                                            (len(pieces), 0), lost))
     parts, start = [], (0, 0)
     while (last := last_line_break(pieces, start, show_rejected, lines)) is not None:
-        part = Content.assemble(*styled_pieces(pieces, own, show_rejected, start, last))
+        part = Content.assemble(*styled_pieces(pieces, own, show_rejected, start, last, lost))
         assert part.plain.count("\n") >= lines - 1  # a part ends where its last line does
         parts.append(part)
         start = (last[0], last[1] + 1)
-    tail = Content.assemble(*styled_pieces(pieces, own, show_rejected, start, (len(pieces), 0)))
+    tail = Content.assemble(*styled_pieces(pieces, own, show_rejected, start, (len(pieces), 0),
+                                           lost))
     assert tail.plain.count("\n") < lines  # all that could settle did
     drawn = Content("\n").join([*parts, tail])
     assert styled_chars(drawn) == styled_chars(whole)

@@ -472,6 +472,35 @@ def test_lost_branches_are_one_counted_piece_in_the_transcript():
     assert reply.plain.replace(" cat", "").replace(" sat", "").replace("↳2", "") == "The dog ran"
 
 
+def test_lost_branches_expand_to_their_tokens_and_back():
+    """ctrl+b: the count of a round's lost branches, or the branches' tokens in its place."""
+    from textual.app import App, ComposeResult
+
+    from specchat.engine.events import TokenEvent
+
+    class OneReply(App):
+        def compose(self) -> ComposeResult:
+            yield LiveReply()
+
+    app = OneReply()
+
+    async def scenario():
+        async with app.run_test(size=(80, 10)) as pilot:
+            reply = app.query_one(LiveReply)
+            reply.add_tokens([e for e in tree_round() if isinstance(e, TokenEvent)])
+            reply.refresh_content()
+            await pilot.pause()
+            assert reply.drawn == "The dog cat sat↳2 ran"
+            reply.expand_branches = True
+            await pilot.pause()
+            assert reply.drawn == "The dog cat sat↳[ bird|The] ran"
+            reply.expand_branches = False
+            await pilot.pause()
+            assert reply.drawn == "The dog cat sat↳2 ran"
+
+    run_async(scenario)
+
+
 def test_settings_cleared_in_the_form_go_back_to_their_defaults(tiny, tmp_path):
     """A seed and a GPU-layer count, once set, can be emptied again: empty means the default
     (random seed, every layer on the GPU), in the engine and in the config file."""

@@ -58,6 +58,7 @@ class ChatScreen(Screen):
         Binding("ctrl+d", "menu('draft')", "Draft", priority=True),
         Binding("ctrl+t", "menu('target')", "Target", priority=True),
         Binding("ctrl+r", "toggle_rejected", "Rejected on/off", priority=True),
+        Binding("ctrl+b", "toggle_branches", "Tree branches", priority=True),
         Binding("ctrl+n", "new_chat", "New chat", priority=True),
         Binding("ctrl+o", "history", "History", priority=True),
         Binding("ctrl+s", "app.settings", "Settings", priority=True),
@@ -78,6 +79,8 @@ class ChatScreen(Screen):
         self.view = ChatView()
         self.lessons = LessonSources(settings, keeper, self.launch.lesson)
         self.show_rejected = True
+        self.expand_branches = False
+        """Lost draft-tree branches drawn as their tokens, not their count (ctrl+b)."""
         # the command palette's drafters for this screen (Textual reads the calling screen's)
         self.COMMANDS = {  # type: ignore[misc]
             draft_commands(self.models.target_path, self.models.swap_draft)}
@@ -223,7 +226,11 @@ class ChatScreen(Screen):
 
     def action_toggle_rejected(self) -> None:
         self.show_rejected = not self.show_rejected
-        self.transcript.set_show_rejected(self.show_rejected)
+        self.transcript.set_shown(rejected=self.show_rejected, branches=self.expand_branches)
+
+    def action_toggle_branches(self) -> None:
+        self.expand_branches = not self.expand_branches
+        self.transcript.set_shown(rejected=self.show_rejected, branches=self.expand_branches)
 
     def turn_slides(self) -> list[TurnSlide]:
         """This conversation's finished turns as slides, named after it (its history id, or a

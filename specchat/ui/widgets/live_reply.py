@@ -24,7 +24,8 @@ GROW_LINES = 4
 out again, and redrawn whole as the view follows, once a step instead of at every new line."""
 
 BRANCHES_LOST = "↳"
-"""Before the count of a round's draft-tree branches that lost, where rejected drafts show."""
+"""Before the count of a round's draft-tree branches that lost (or, expanded, their tokens),
+where rejected drafts show."""
 
 Mark = tuple[int, int]
 """A place in a reply: a piece's index and how many of its characters come before it."""
@@ -34,7 +35,8 @@ class LiveReply(Vertical):
     """A reply as token verdicts: each piece styled by its kind through theme variables.
 
     Rejected drafts stay in the list at the place they were refused and are drawn only while
-    `show_rejected` is on, so toggling it redraws without losing anything. The same switch
+    `show_rejected` is on, so toggling it redraws without losing anything; a round's lost
+    draft-tree branches are drawn as their count, or with `expand_branches` as their tokens. The same switch
     shows, after each round drafted in another vocabulary, the draft model's own tokens (what it
     wrote before its text became the target's tokens). The reply is drawn as settled lines
     and a live tail (`SETTLE_LINES`).
@@ -46,6 +48,7 @@ class LiveReply(Vertical):
     """
 
     show_rejected: reactive[bool] = reactive(True)
+    expand_branches: reactive[bool] = reactive(False)
 
     def __init__(self, *, role: str = "assistant", **kwargs) -> None:
         super().__init__(**kwargs)
@@ -64,6 +67,8 @@ class LiveReply(Vertical):
         self._height: int | None = None
         self._lost_round: int | None = None
         """The round whose lost branches the last piece counts."""
+        self.lost: dict[int, list[str]] = {}
+        """Piece index -> the tokens of the lost branches that piece counts."""
         self.add_class(role)
 
     def compose(self) -> ComposeResult:
@@ -75,10 +80,11 @@ class LiveReply(Vertical):
         step-through lays each out."""
         for e in events:
             if e.branch and e.kind is TokenKind.REJECTED:
-                n = 1
-                if self._lost_round == e.round:  # the last piece counts this round's
-                    n += int(self.pieces.pop()[1].removeprefix(BRANCHES_LOST))
-                self.pieces.append((TokenKind.REJECTED, f"{BRANCHES_LOST}{n}"))
+                if self._lost_round != e.round:  # else the last piece counts this round's
+                    self.pieces.append((TokenKind.REJECTED, ""))
+                tokens = self.lost.setdefault(len(self.pieces) - 1, [])
+                tokens.append(shown_text(e))
+                self.pieces[-1] = (TokenKind.REJECTED, f"{BRANCHES_LOST}{len(tokens)}")
                 self._lost_round = e.round
             else:
                 self.pieces.append((e.kind, shown_text(e)))
@@ -102,10 +108,13 @@ class LiveReply(Vertical):
         return "\n".join(c.plain for c in [*self._settled, self._tail_content])
 
     def set_plain(self, text: str, kind: TokenKind = TokenKind.TARGET) -> None:
-        self.pieces, self.draft_own = [(kind, text)], {}
+        self.pieces, self.draft_own, self.lost = [(kind, text)], {}, {}
         self._unsettle()
 
     def watch_show_rejected(self) -> None:
+        self._unsettle()
+
+    def watch_expand_branches(self) -> None:
         self._unsettle()
 
     def _unsettle(self) -> None:
@@ -152,7 +161,8 @@ class LiveReply(Vertical):
 
     def _shown(self, start: Mark, end: Mark) -> list[Content]:
         return styled_pieces(self.pieces, self.draft_own if self.show_rejected else {},
-                             self.show_rejected, start, end)
+                             self.show_rejected, start, end,
+                             self.lost if self.expand_branches else {})
 
 
 def last_line_break(pieces: Sequence[tuple[TokenKind, str]], start: Mark,
@@ -170,10 +180,12 @@ def last_line_break(pieces: Sequence[tuple[TokenKind, str]], start: Mark,
 
 
 def styled_pieces(pieces: Sequence[tuple[TokenKind, str]], own: dict[int, list[str]],
-                  show_rejected: bool, start: Mark, end: Mark) -> list[Content]:
+                  show_rejected: bool, start: Mark, end: Mark,
+                  lost: dict[int, list[str]] | None = None) -> list[Content]:
     """The styled text of a reply from `start` up to `end` (a piece's characters before the
-    mark belong before it): each piece drawn as its kind, and the draft's own tokens before
-    the piece they were placed at."""
+    mark belong before it): each piece drawn as its kind, the draft's own tokens before the
+    piece they were placed at, and the lost branches `lost` holds as their tokens instead of
+    their count (a count has no line break, so no mark falls inside it)."""
     shown = []
     for i in range(start[0], min(end[0] + 1, len(pieces))):
         kind, text = pieces[i]
@@ -182,8 +194,17 @@ def styled_pieces(pieces: Sequence[tuple[TokenKind, str]], own: dict[int, list[s
         if i in own and not lo:
             shown.append(draft_own_text(own[i]))
         if (show_rejected or kind is not TokenKind.REJECTED) and hi > lo:
+            if lost and i in lost:
+                text = lost_branches_text(lost[i])
+                lo, hi = 0, len(text)
             shown.append(Content.styled(text[lo:hi], token_style(kind)))
     return shown
+
+
+def lost_branches_text(tokens: list[str]) -> str:
+    """A round's lost draft-tree branches, expanded: each branch token, escaped as the draft's
+    own tokens are (a line break in one must not break the reply's line)."""
+    return BRANCHES_LOST + "[" + "|".join(repr(token)[1:-1] for token in tokens) + "]"
 
 
 def draft_own_text(pieces: list[str]) -> Content:

@@ -35,6 +35,7 @@ class Transcript(VerticalScroll):
         """The reply in flight's numbers, live."""
         self.last_turn: TurnEvent | None = None
         self.show_rejected = True
+        self.expand_branches = False
         self.dirty = False
 
     def open_reply(self, text: str) -> None:
@@ -43,6 +44,7 @@ class Transcript(VerticalScroll):
         user.set_plain(text)
         self.reply = LiveReply(role="assistant")
         self.reply.show_rejected = self.show_rejected
+        self.reply.expand_branches = self.expand_branches
         self.reply.growing = True
         self.mount(user, self.reply)
         self.scroll_end(animate=False)
@@ -130,8 +132,9 @@ class Transcript(VerticalScroll):
         self.remove_children()
         self.reply = None
 
-    def set_show_rejected(self, on: bool) -> None:
-        """Draw rejected draft tokens, or leave them out, in every reply."""
-        self.show_rejected = on
+    def set_shown(self, *, rejected: bool, branches: bool) -> None:
+        """Draw rejected draft tokens or leave them out, and a draft tree's lost branches as
+        their count or as their tokens, in every reply."""
+        self.show_rejected, self.expand_branches = rejected, branches
         for reply in self.query(LiveReply):
-            reply.show_rejected = on
+            reply.show_rejected, reply.expand_branches = rejected, branches

@@ -6,10 +6,13 @@ bits (a benchmark, not a test; medians of --repeats runs of each, each run a med
 passes per size).
 
     .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5
-    .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0005
-    .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0004,0005
-    .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0006 \
+    .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0008
+    .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0008 --threads 1
+    .venv/bin/python -m benchmarks.gemm_patch --target default --repeats 5 --without 0008 \
         --sizes 8,16,32,64,128,256 --last-row      # a prompt's passes
+
+A patch that a later one builds on cannot be left out alone (0004-0006 without 0008: the
+build says which does not apply).
 
 The libraries of the other side are built once (libllama and ggml only, install.sh's flags, a
 few minutes) from the same sdist in ~/.cache/specchat/llama.cpp/unpatched (or without-NNNN-KEY,

@@ -78,15 +78,16 @@ KERNEL_FLAGS = {"SSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2", "AVX512", "AVX512_
 
 def kernel_line() -> str:
     """Which of llama.cpp's CPU kernels this build has, and so which of patches/llama.cpp's
-    Q4_0 kernels the suite ran: 0001 and 0004-0006 on AVX2 without AVX-512; 0002, 0004, 0005
-    and 0008 with it."""
+    Q4_0 kernels the suite ran: 0001, 0004, 0005 and 0008's routing on AVX2, AVX-512 builds
+    included (0002's 512-bit kernel and 0006's routing were retired by 0008)."""
     try:
         from specchat.backends.llamacpp import system_info
     except ImportError:
         return "llama.cpp: not installed"
     flags = {name for name, on in system_flags(system_info()[0]).items() if on}
-    patched = ("none (no REPACK)" if "REPACK" not in flags else "0002, 0004, 0005, 0008 (AVX-512)" if "AVX512" in flags
-               else "0001, 0004-0006 (AVX2)" if "AVX2" in flags else "none (no AVX2)")
+    patched = ("none (no REPACK)" if "REPACK" not in flags
+               else f"0001, 0004, 0005, 0008 ({'AVX-512' if 'AVX512' in flags else 'AVX2'})"
+               if "AVX2" in flags else "none (no AVX2)")
     return (f"llama.cpp CPU kernels: {', '.join(sorted(flags & KERNEL_FLAGS))}; "
             f"patched Q4_0 kernels run here: {patched}")
 

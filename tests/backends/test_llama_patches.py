@@ -1,6 +1,6 @@
 """specchat's patches to llama.cpp (patches/llama.cpp): they apply to the pinned sdist that
 install.sh builds the wheel from; this build has the kernels this CPU's instruction set calls
-for; the Q4_0 GEMM they change (the AVX2 kernel, or on an AVX-512 build its 512-bit form) gives
+for; the Q4_0 GEMM they change (one 256-bit kernel on AVX2 and AVX-512 builds alike) gives
 a batch of every size from 1 to 40 the logits of the weights as the file holds them (a path no
 patch touches), on one thread and on two; the one-row GEMV (changed on AVX2 and AVX-512 builds)
 gives a step the logits of the weights as llama.cpp holds them unpacked; and a model with a
@@ -32,21 +32,21 @@ def test_the_patches_apply_to_the_pinned_sdist_and_mark_it(tmp_path):
     repack = root / "vendor/llama.cpp/ggml/src/ggml-cpu/arch/x86/repack.cpp"
     source = repack.read_text()
     assert "gemm_q4_0_8x8_q8_0_rows4_avx2" in source
-    assert "gemm_q4_0_8x8_q8_0_rows4_avx512" in source
+    assert "gemm_q4_0_8x8_q8_0_rows4_avx512" not in source  # 0002's, retired by 0008
     assert "gemv_q4_0_8x8_q8_0_unsigned_avx2" in source
-    assert "every row of a Q4_0 batch goes to the unsigned four-row kernel" in source
+    assert "every row of a Q4_0 batch goes to the unsigned four-row" in source
     assert "create_tensor_output_hot" in (root / "vendor/llama.cpp/src/llama-model.cpp").read_text()
 
 
 def test_a_patch_left_out_is_not_applied_and_the_tree_not_marked_as_the_full_build(tmp_path):
-    """benchmarks/gemm_patch.py --without 0005 times a build of every patch but one against the
+    """benchmarks/gemm_patch.py --without 0008 times a build of every patch but one against the
     wheel: that source must lack the patch and must not pass for the patched tools' source."""
-    root = llama_tools.unpack(llama_cpp.__version__, tmp_path, leave_out=["0005"])
+    root = llama_tools.unpack(llama_cpp.__version__, tmp_path, leave_out=["0008"])
     source = (root / "vendor/llama.cpp/ggml/src/ggml-cpu/arch/x86/repack.cpp").read_text()
-    assert "gemv_q4_0_8x8_q8_0_unsigned_avx2" in source
-    assert "gemv_q4_0_8x8_q8_0_unsigned_rows_avx2" not in source
+    assert "gemv_q4_0_8x8_q8_0_unsigned_rows_avx2" in source  # 0005's
+    assert "gemm_q4_0_8x8_q8_0_rows4_avx512" in source  # 0002's, which 0008 retires
     assert not (root / llama_tools.PATCHED).exists()
-    assert llama_tools.patches_key(["0005"]) != llama_tools.patches_key()
+    assert llama_tools.patches_key(["0008"]) != llama_tools.patches_key()
 
 
 def test_a_patch_that_does_not_apply_is_named(tmp_path, monkeypatch):
@@ -83,9 +83,9 @@ def test_this_build_has_the_kernels_its_patches_are_meant_for():
     assert "REPACK" in built
     cpu = _cpu_flags()
     if "avx2" in cpu:
-        assert "AVX2" in built  # patches 0001, 0004-0006 (AVX2 without AVX-512)
+        assert "AVX2" in built  # patches 0001, 0004, 0005 and 0008 (AVX-512 builds too)
     if "avx512f" in cpu:
-        assert "AVX512" in built  # patches 0002, 0004, 0005 and 0008
+        assert "AVX512" in built  # the build the patches' AVX-512 measurements were made on
 
 
 BATCH_TOLERANCE = 0.05
@@ -97,11 +97,10 @@ dot product (a lost block, a wrong unsigned correction) parts them by tens of pe
 
 @pytest.mark.parametrize("threads", [1, 2], ids=["1-thread", "2-threads"])
 def test_a_q4_0_batch_of_every_size_matches_the_unrepacked_weights(q4_0_file, threads):
-    """Batches of 1 to 40 tokens through the repacked Q4_0 kernels (patches 0001/0002,
-    0004-0006 and 0008 where this CPU takes them) against the same tokens through the weights as the
-    file holds them. On one thread every matrix is one chunk a multiple of 16 wide (the
-    AVX-512 kernel's columns a pass), on two the 64-wide ones come in chunks of 8, which keep
-    llama.cpp's own path there. The paths must differ somewhere (else no repacked kernel ran)."""
+    """Batches of 1 to 40 tokens through the repacked Q4_0 kernels (patches 0001, 0004, 0005
+    and 0008 on AVX2 and AVX-512) against the same tokens through the weights as the file holds
+    them: one chunk a matrix on one thread, chunks of 8 columns of the 64-wide ones on two. The
+    paths must differ somewhere (else no repacked kernel ran)."""
     from benchmarks.batching_drift import batch_gaps
 
     gaps = batch_gaps(q4_0_file, threads)

@@ -501,6 +501,27 @@ def test_lost_branches_expand_to_their_tokens_and_back():
     run_async(scenario)
 
 
+def test_ctrl_b_in_the_chat_expands_lost_branches_in_every_reply_and_folds_them(tiny, tmp_path):
+    from specchat.engine.events import TokenEvent
+
+    app = make_app(tiny, tmp_path)
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            transcript = app.chat_screen.transcript
+            transcript.open_reply("a tree")
+            transcript.reply.add_tokens([e for e in tree_round() if isinstance(e, TokenEvent)])
+            transcript.reply.refresh_content()
+            await pilot.press("ctrl+b")
+            await until(pilot, lambda: "↳[ bird|The]" in transcript.reply.drawn)
+            transcript.open_reply("the next reply opens expanded too")
+            assert transcript.reply.expand_branches
+            await pilot.press("ctrl+b")
+            await until(pilot, lambda: not any("↳[" in r.drawn for r in transcript.query(LiveReply)))
+    run_async(scenario)
+
+
 def test_settings_cleared_in_the_form_go_back_to_their_defaults(tiny, tmp_path):
     """A seed and a GPU-layer count, once set, can be emptied again: empty means the default
     (random seed, every layer on the GPU), in the engine and in the config file."""

@@ -58,7 +58,8 @@ class ChatScreen(Screen):
         Binding("ctrl+d", "menu('draft')", "Draft", priority=True),
         Binding("ctrl+t", "menu('target')", "Target", priority=True),
         Binding("ctrl+r", "toggle_rejected", "Rejected on/off", priority=True),
-        Binding("ctrl+b", "toggle_branches", "Tree branches", priority=True),
+        # not in the footer: it matters only with --tree (docs/guide/app.md)
+        Binding("ctrl+b", "toggle_branches", "Tree branches", show=False, priority=True),
         Binding("ctrl+n", "new_chat", "New chat", priority=True),
         Binding("ctrl+o", "history", "History", priority=True),
         Binding("ctrl+s", "app.settings", "Settings", priority=True),

@@ -232,6 +232,31 @@ def test_a_model_far_behind_catches_up_where_the_rest_of_the_reply_pays_for_it()
     assert policy.plan(cap=3).k("m", True, behind=1) > 0
 
 
+def test_a_catch_up_is_earned_back_over_as_many_tokens_as_the_last_replies_ran():
+    """The prompt a declining model missed is caught up where a reply as long as the last ones
+    (their median) earns it back, however far past the first 32 tokens; before any reply has
+    ended, after short ones, or with one long one among short ones, the horizon stays at 32
+    tokens, and it never reaches past the reply's token limit."""
+    costs = machine({n: 90 + 40 * (n - 1) for n in range(1, 10)}, source="m", accept=0.9)
+    costs.machine.pass_s["m"], costs.machine.catchup_token_s["m"] = 0.015, 0.005
+    policy = AdaptivePolicy(8, costs)
+
+    def reply(tokens: int, behind: int = 200, cap: int = 1000) -> bool:
+        """A reply of `tokens` target steps; whether, 3 tokens in, the model `behind` by that
+        many tokens catches up to draft."""
+        policy.start_turn()
+        target_steps(costs, [0.97] * 3)
+        made = policy.plan(cap=cap).k("m", True, behind=behind) > 0
+        target_steps(costs, [0.5] * (tokens - 3))
+        return made
+
+    assert reply(10, behind=60)  # 32 tokens earn back a short catch-up
+    assert [reply(n) for n in (12, 400, 400)] == [False] * 3  # medians 10, 11, 12
+    assert reply(400)  # the median of 10, 12, 400, 400: 206 tokens
+    assert costs.lengths.left(3) == 203
+    assert not reply(400, cap=20)
+
+
 def unsure_then_sure(costs: CostModel, unsure: int, sure: int, draft_s: float,
                      verify_s: float) -> None:
     """Rounds of model "m" (3 tokens, 3 passes, a batch of 4): first `unsure` rounds where the

@@ -18,8 +18,9 @@ REALIZED_MIN = 3.0
 brought overrules the prediction there (declining where they made fewer tokens a second than
 plain steps)."""
 PAYBACK_TOKENS = 32
-"""A catch-up is paid up front and must be earned back within the reply's next 32 tokens (or
-the fewer it may still have): replies often end well before their token limit."""
+"""A catch-up is paid up front and must be earned back within the reply's next 32 tokens, or
+the more that the last replies' median length leaves it (`ReplyLengths`), and never beyond its
+token limit: replies often end well before that limit."""
 EXPLORE_SAMPLES = 3
 """Rounds a batch size one past the best is timed before its extrapolation is trusted."""
 
@@ -49,7 +50,7 @@ class _AdaptivePlan:
         self.costs, self.probes = policy.costs, policy.probes
         self.branching = policy.tree.branching(priced=True) if policy.tree else None
         self.cap = min(cap, policy.k_max)
-        self.ahead = min(max(cap, 1), PAYBACK_TOKENS)
+        self.ahead = min(max(cap, 1), max(PAYBACK_TOKENS, policy.costs.reply_left()))
         """The reply's next tokens a catch-up must pay back within."""
         self.rate = 0.0
         """The best expected rate of this round (tokens/s): a token is kept only if it adds

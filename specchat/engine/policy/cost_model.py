@@ -11,7 +11,7 @@ from specchat.engine.policy.acceptance import Acceptance
 from specchat.engine.policy.branching import POINT_CHANCE, BranchRates, chance_given_refused
 from specchat.engine.policy.machine import MachineCosts
 from specchat.engine.policy.rates import Yield, expected_tokens
-from specchat.engine.policy.reply import ReplyState
+from specchat.engine.policy.reply import ReplyLengths, ReplyState
 from specchat.engine.types import Draft
 
 
@@ -25,6 +25,8 @@ class CostModel:
     """Started again with each reply."""
     branches: BranchRates = field(default_factory=BranchRates)
     """How often a draft tree's alternatives stood; kept as acceptance is."""
+    lengths: ReplyLengths = field(default_factory=ReplyLengths)
+    """How long replies ran; kept for the models' lifetime."""
 
     def writing(self, kind: str) -> None:
         """What the reply writes where the next round begins (the engine says, every round)."""
@@ -32,6 +34,11 @@ class CostModel:
 
     def predicted_accept(self, source: str, optimistic: bool = False) -> float | None:
         return self.acceptance.predicted(source, self.reply, optimistic)
+
+    def reply_left(self) -> int:
+        """Tokens the reply now written may still run, as long as the last replies ran (each
+        position of the running confidence is a token of the reply)."""
+        return self.lengths.left(self.reply.target_conf_n)
 
     def empty_rate(self, source: str) -> float:
         return self.acceptance.empty_rate(source, self.reply)
@@ -111,5 +118,7 @@ class CostModel:
         self.branches.new_conversation()
 
     def start_turn(self) -> None:
-        """A reply begins: its state starts again (the rates and costs learned stay)."""
+        """A reply begins: its state starts again (the rates and costs learned stay), and the
+        last one's length joins those the next catch-ups are priced by."""
+        self.lengths.add(self.reply.target_conf_n)
         self.reply = ReplyState()

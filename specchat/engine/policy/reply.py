@@ -4,6 +4,8 @@ whether a source's last pass was empty."""
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -11,6 +13,8 @@ from typing import NamedTuple
 from specchat.engine.policy.rates import Yield, conf_bin
 from specchat.engine.text_kind import TEXT
 
+LENGTHS_KEPT = 9
+"""Replies whose lengths say how long the next one may run."""
 TARGET_CONF_EMA, TARGET_CONF_MIN = 0.3, 3
 """The target's running confidence (its top probability at each committed position) weighs
 each new position 0.3, so it follows the last few tokens; it counts once 3 positions of the
@@ -65,3 +69,20 @@ class ReplyState:
         """What `source`'s rounds brought at the present running confidence."""
         at = self.conf_bin
         return None if at is None else self.realized.get((self.where(source), at))
+
+
+@dataclass
+class ReplyLengths:
+    """How many tokens the last replies ran (kept across conversations, like the machine's
+    costs): how far ahead a draft model's catch-up can be earned back in the reply now."""
+
+    recent: deque[int] = field(default_factory=lambda: deque(maxlen=LENGTHS_KEPT))
+
+    def add(self, tokens: int) -> None:
+        if tokens > 0:
+            self.recent.append(tokens)
+
+    def left(self, written: int) -> int:
+        """Tokens a reply that has `written` so far may still run: the median length of the
+        last replies less `written` (0 before any reply has ended)."""
+        return max(0, round(statistics.median(self.recent)) - written) if self.recent else 0

@@ -182,8 +182,8 @@ class SamplingOptions:
         kind=one_of(CONTEXT_POLICIES), choices=CONTEXT_POLICIES, label="context policy",
         hint="rolling, truncate-middle or stop")
     baseline_steps: int = opt(4, "time this many target-only steps in each speculative reply, "
-                                 "one every 6 rounds (the rest where it ended), for its speedup "
-                                 "(0: off)", low=0)
+                                 "the latest of those at rounds 6, 12, 24, 48, ... (the rest "
+                                 "where it ended), for its speedup (0: off)", low=0)
 
     def params(self) -> SamplingParams:
         return SamplingParams(self.temperature, self.top_k, self.top_p, self.seed)

@@ -11,9 +11,11 @@ from contextlib import contextmanager
 from specchat.engine.committed import GenerationSettings
 
 BASELINE_EVERY = 6
-"""Rounds between the baseline's target-only steps within a reply: timed among the reply's own
-rounds, they run under the load it runs under (a UI drawing it), not after it, when that load
-changes (the UI drawing the last rounds while the engine idles)."""
+"""The baseline's target-only steps are timed among a reply's own rounds, at rounds 6, 12, 24,
+48, ... (twice as far apart each time), so they run under the load the reply runs under (a UI
+drawing it), not after it, when that load changes (the UI drawing the last rounds while the
+engine idles); and so a long reply's steps spread over its depths, where a step costs more
+than near the start (from its first rounds alone, a reply of plain steps read 0.9x: docs/lab/)."""
 
 TimeSteps = Callable[[list[int], int], list[float]]
 """Seconds of each of n plain target steps from where `committed` reached, leaving no trace."""
@@ -53,11 +55,15 @@ class Baseline:
         self.steps: list[tuple[int, float]] = []
 
     def between_rounds(self, round_no: int, committed: list[int], clock: ReplyClock) -> None:
-        """Every `BASELINE_EVERY` rounds of a reply still going, one step, set aside."""
-        if (round_no % BASELINE_EVERY == 0 and self.speculates
-                and len(self.steps) < self.settings.baseline_steps):
+        """At rounds `BASELINE_EVERY` times 1, 2, 4, ... of a reply still going, one step, set
+        aside; the latest `baseline_steps` are kept (a reply of R rounds takes about
+        log2(R / 6) steps)."""
+        times, rest = divmod(round_no, BASELINE_EVERY)
+        if (times and not rest and times & (times - 1) == 0 and self.speculates
+                and self.settings.baseline_steps > 0):
             with clock.aside():
                 self.steps += [(len(committed), s) for s in self.time_steps(committed, 1)]
+            del self.steps[:-self.settings.baseline_steps]
 
     def rate(self, own_rate: float | None, committed: list[int], stop_reason: str
              ) -> tuple[float | None, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import statistics
 import threading
 import time
 
@@ -21,7 +22,7 @@ from support.checks import (
 from support.models import GREEDY, load, prompt_ids, run
 from support.plans import PassesFor
 
-from specchat.engine.baseline import BASELINE_EVERY
+from specchat.engine.baseline import BASELINE_EVERY, Baseline, ReplyClock
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent, turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
@@ -469,3 +470,27 @@ def test_a_target_only_turn_is_its_own_baseline_and_a_stopped_turn_has_none(mode
     stopped = turn_of(engine.generate(ids, GenerationSettings(max_tokens=16, baseline_steps=3),
                                       cancel))
     assert stopped.stop_reason == "cancelled" and stopped.baseline_tokens_per_second is None
+
+
+def test_a_long_replys_baseline_steps_spread_over_its_depths():
+    """A step costs more deeper in a reply. The steps are taken at rounds 6, 12, 24, 48, ...
+    and the latest 4 kept, so a 200-round reply is measured at rounds 24-192, not at its first
+    24 (where a reply of plain steps read 0.9x against its own baseline); a reply too short
+    for all 4 takes the rest where it ended. Step times here are faked: 1 ms a token of depth."""
+    def time_steps(committed: list[int], n: int) -> list[float]:
+        return [len(committed) / 1000] * n
+
+    def steps_of(rounds: int) -> list[int]:
+        baseline = Baseline(GenerationSettings(baseline_steps=4), time_steps, speculates=True)
+        committed = [0] * 10
+        for round_no in range(1, rounds + 1):
+            committed.append(0)
+            baseline.between_rounds(round_no, committed, ReplyClock())
+        rate, source = baseline.rate(None, committed, "max_tokens")
+        depths = [depth for depth, _ in baseline.steps]
+        assert rate == pytest.approx(1000 / statistics.median(depths))
+        assert source == f"4 target-only steps at depths {min(depths)}-{max(depths)}"
+        return depths
+
+    assert steps_of(200) == [34, 58, 106, 202]
+    assert steps_of(30) == [16, 22, 34, 40]

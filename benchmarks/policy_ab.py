@@ -78,29 +78,47 @@ def main() -> None:
         costs.machine.shape, costs.machine.verify = machine.shape, dict(machine.verify)
         engine.policy = module.AdaptivePolicy(K_MAX, costs)
         arms[name] = (arm, engine)
-    ratios: dict[tuple[str, str], list[float]] = defaultdict(list)
     prompts = load_prompts(args.prompts, arguments.categories(args))
-    for rep in range(args.repeats):
+    ratios = side_by_side(runner, arms, prompts, args.repeats)
+    report(ratios, prompts, args.against, "tree")
+
+
+def side_by_side(runner: BenchRunner, arms: dict, prompts: list, repeats: int
+                 ) -> dict[tuple[str, str], list[float]]:
+    """Each prompt through target-only (`arms["none"]`) and every other arm, their order
+    rotating by prompt and repeat; each arm's rate over target-only's, by (category, arm)."""
+    names = [name for name in arms if name != "none"]
+    ratios: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for rep in range(repeats):
         for n, prompt in enumerate(prompts):
-            order = list(modules)[(rep + n) % 2:] + list(modules)[:(rep + n) % 2]
+            turn = (rep + n) % len(names)
+            order = names[turn:] + names[:turn]
             runner.engines = [arms["none"]] + [arms[name] for name in order]
             runs = dict(zip(["none", *order], runner.run(prompt, rep)))
             rates = {name: run.tokens_per_second or 0.0 for name, run in runs.items()}
-            for name in modules:
+            for name in names:
                 ratios[(prompt.category, name)].append(rates[name] / rates["none"])
             print(prompt.category, prompt.name, {k: round(v, 2) for k, v in rates.items()},
                   flush=True)
+    return ratios
+
+
+def report(ratios: dict[tuple[str, str], list[float]], prompts: list, base: str,
+           other: str) -> None:
+    """Each category's median and mean ratio to target-only for every arm, then `other`
+    over `base`, paired (`paired_median`)."""
+    names = list(dict.fromkeys(name for _, name in ratios))
     for category in dict.fromkeys(p.category for p in prompts):
         print(category, *(f"{name}: median {statistics.median(ratios[(category, name)]):.3f} "
                           f"mean {statistics.mean(ratios[(category, name)]):.3f}"
-                          for name in modules), sep=" | ")
+                          for name in names), sep=" | ")
     every = {name: [r for (_, n), rs in ratios.items() if n == name for r in rs]
-             for name in modules}
+             for name in names}
     print("all", *(f"{name}: median {statistics.median(rs):.3f}" for name, rs in every.items()),
           sep=" | ")
     for category in [*dict.fromkeys(p.category for p in prompts), "all"]:
-        pick = every if category == "all" else {n: ratios[(category, n)] for n in modules}
-        print(f"{category}: tree over {args.against}, {paired_median(pick[args.against], pick['tree'])}")
+        pick = every if category == "all" else {n: ratios[(category, n)] for n in names}
+        print(f"{category}: {other} over {base}, {paired_median(pick[base], pick[other])}")
 
 
 def paired_median(base: list[float], other: list[float]) -> str:

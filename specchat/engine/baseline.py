@@ -15,7 +15,7 @@ BASELINE_EVERY = 6
 48, ... (twice as far apart each time), so they run under the load the reply runs under (a UI
 drawing it), not after it, when that load changes (the UI drawing the last rounds while the
 engine idles); and so a long reply's steps spread over its depths, where a step costs more
-than near the start (from its first rounds alone, a reply of plain steps read 0.9x: docs/lab/)."""
+than near the start (docs/lab/)."""
 
 TimeSteps = Callable[[list[int], int], list[float]]
 """Seconds of each of n plain target steps from where `committed` reached, leaving no trace."""

@@ -1,0 +1,46 @@
+"""The adaptive policy as it is against the same policy whose catch-ups are earned back within
+32 tokens only (its `ReplyLengths` never learn: the policy before reply lengths), side by side
+with target-only in one runner, the arms' order rotating (benchmarks.policy_ab's comparison):
+each category's medians, then the paired ratio with its 95% interval
+(docs/lab/2026-12-05-a-catch-up-earned-back-over-as-many-tokens.md).
+
+    .venv/bin/python -m benchmarks.horizon_ab --target default --draft default --repeats 2
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks import arguments
+from benchmarks.policy_ab import K_MAX, report, side_by_side
+from specchat.bench.runner import Arm, BenchRunner, load_prompts
+from specchat.engine.loop import DraftSettings
+from specchat.engine.policy.reply import ReplyLengths
+from specchat.engine.sampling import SamplingParams
+from specchat.loading import load_drafter, load_target
+
+
+class Unlearned(ReplyLengths):
+    """Reply lengths that are never learned: the horizon stays at 32 tokens."""
+
+    def add(self, tokens: int) -> None:
+        pass
+
+
+def main() -> None:
+    args = arguments.parser(__doc__, repeats=2, categories="", prompts=None).parse_args()
+    options = arguments.settings(args).models
+    target = load_target(options.target, options)
+    drafters = {name: load_drafter(name, target, SamplingParams(), np.random.default_rng(0),
+                                   options) for name in ("none", options.draft)}
+    adaptive = DraftSettings(k=K_MAX, adaptive=True)
+    runner = BenchRunner(target, drafters, [Arm("none")] + [Arm(options.draft, adaptive)] * 2)
+    arms = dict(zip(["none", "32 tokens", "reply lengths"], runner.engines))
+    arms["32 tokens"][1].policy.costs.lengths = Unlearned()
+    prompts = load_prompts(args.prompts, arguments.categories(args))
+    report(side_by_side(runner, arms, prompts, args.repeats), prompts, "32 tokens",
+           "reply lengths")
+
+
+if __name__ == "__main__":
+    main()

@@ -28,6 +28,7 @@ KEPT = {  # module -> (its arguments, a line its output must have)
                             "--results", "{tmp}/results"], "**whole suite**"),
     "policy_ab": (["--against", LAST_SINGLE_FILE_POLICY, "--repeats", "1", "--categories",
                    "short"], f"tree over {LAST_SINGLE_FILE_POLICY}"),
+    "horizon_ab": (["--repeats", "1", "--categories", "short"], "reply lengths over 32 tokens"),
     "gemm_patch": (["--target", "{q4_0}", "--repeats", "1", "--sizes", "1,4,8"],
                    "the same bits before and after: yes"),
     "tui_vs_ask": (["--repeats", "1", "--tokens", "16"], "median TUI/ask decode tok/s"),

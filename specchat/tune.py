@@ -34,7 +34,7 @@ from specchat.catalog.catalog import models_dir
 from specchat.catalog.tuned import draft_key, save_tuned
 from specchat.config import Config
 from specchat.costs import conditional_rates
-from specchat.engine.drafters import NO_DRAFT, Drafter, NoDrafter
+from specchat.engine.drafters import NO_DRAFT, CombinedDrafter, Drafter, NoDrafter
 from specchat.engine.events import RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.policy import TreeSettings
@@ -173,6 +173,8 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     verify = [statistics.median(t) for t in times]
     shape = tuple(v / verify[0] for v in verify)
     ks = draft_lengths(shape)
+    draft_ms, untimed = _draft_pass_ms(drafters, target.tokens)
+    drafts = [d for d in drafts if d not in untimed]
     plan: list[tuple[str, Arm, DraftSettings]] = []
     for d in drafts:
         plan += [(d, Arm(d, k, "fixed"), DraftSettings(k=k)) for k in ks]
@@ -182,8 +184,6 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
                          DraftSettings(k=K_MAX, adaptive=True, tree=TreeSettings())))
     if progress is not None and task is not None:
         progress.update(task, total=len(prompts) * (len(plan) + 1) + 1)
-    draft_ms = {d: timing.draft_pass_after(drafter.model, target.tokens, 6) if drafter.model
-                else 0.0 for d, drafter in drafters.items()}
     step("calibrating")
     turns: dict[str, list[TurnEvent]] = {NO_DRAFT: []}
     pairs: dict[str, list[tuple[int, int]]] = {d: [] for d in drafts}
@@ -230,9 +230,9 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         arms.append(arm)
     save_tuned(models_dir(), target.path.name, {
         _menu_key(d, drafters[d]): _measured(d, arms, in_turn[d], verify[0]) for d in drafts})
-    best, paying = choose(arms)
+    best, paying = choose(arms) if arms else (None, False)
     recommended = ({"draft": best.draft, "k": best.k, "policy": best.policy, "tree": best.tree}
-                   if paying else {"draft": NO_DRAFT, "k": DraftSettings().k, "policy": "fixed",
+                   if paying and best else {"draft": NO_DRAFT, "k": DraftSettings().k, "policy": "fixed",
                                    "tree": False})
     others = cpu.others_share(cpu_start, cpu.sample())
     busy = cpu.busy_note(others, "the calibration")
@@ -240,6 +240,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     for drafter in drafters.values():
         drafter.close()
     return {
+        "untimed": untimed,
         "target": target.name, "prompts": [f"{p.category}/{p.name}" for p in prompts],
         "tokens": tokens, "target_only_tps": base,
         "threads": {"target": getattr(target, "n_threads", None),
@@ -253,10 +254,26 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         "recommended": None if busy else recommended,
         "why": busy or (f"{best.draft} {_how(best)} measured "
                         f"{speedup_text(best.measured_speedup, best.measured_low, best.measured_high)}"
-                        if paying else "no drafter measured more than "
+                        if paying and best else "no drafter measured more than "
                         f"{(MARGIN - 1) * 100:.0f}% faster than the target alone here, with its "
                         "95% interval above 1.0"),
     }
+
+
+def _draft_pass_ms(drafters: dict[str, Drafter], committed: Sequence[int]
+                   ) -> tuple[dict[str, float], dict[str, str]]:
+    """Each drafter's pass in ms after reading `committed` (the target's tokens) in its own
+    tokens (a draft of another vocabulary drafts as text: the text re-encoded), 0 for one with
+    no model; and, by drafter, why one could not be timed (it is left out, the others go on)."""
+    timed, untimed = {}, {}
+    for d, drafter in drafters.items():
+        inner = drafter.drafter if isinstance(drafter, CombinedDrafter) else drafter
+        try:
+            own = inner.own_tokens(committed) if isinstance(inner, TextDrafter) else committed
+            timed[d] = timing.draft_pass_after(inner.model, own, 6) if inner.model else 0.0
+        except SpecchatError as exc:
+            untimed[d] = str(exc)
+    return timed, untimed
 
 
 def _how(arm: Arm) -> str:
@@ -309,6 +326,8 @@ def table(result: dict[str, Any]) -> Table:
                   speedup_text(a["measured_speedup"], a["measured_low"], a["measured_high"],
                                compact=True),
                   "–" if a["acceptance"] is None else f"{a['acceptance']:.0%}")
+    for draft, why in result.get("untimed", {}).items():
+        t.add_row(draft, "–", "–", "–", f"not timed: {why}", "–")
     return t
 
 

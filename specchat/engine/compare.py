@@ -9,7 +9,7 @@ every divergence is such a near-tie.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -55,19 +55,24 @@ def batching_gap_drift(
 
 
 def divergence(
-    target: Backend, base: TurnEvent, base_tokens: Sequence[TokenEvent], other: TurnEvent
-) -> tuple[int, float] | None:
+    target: Backend | None, base: TurnEvent, base_tokens: Sequence[TokenEvent], other: TurnEvent,
+    rows: Mapping[int, np.ndarray] | None = None,
+) -> tuple[int, float | None] | None:
     """Where `other` first parts from the target-only reply `base`, and the target-only top-2
     logit gap there; None when neither parts from the other. A run that chose end-of-turn where
-    the other went on parts there too; if `base` is the one that ended, its gap at the
-    end-of-turn token is read by evaluating the target directly (this empties its cache)."""
+    the other went on parts there too. The gap is read from `base`'s token events; else from
+    `rows` (the target-only run's logits by absolute position); else by evaluating `target`
+    directly (this empties its cache); None where none of them has it."""
     at = first_divergence(base.token_ids, other.token_ids)
     if at is None and base.n_tokens != other.n_tokens:
         at = min(base.n_tokens, other.n_tokens)
     if at is None:
         return None
     gap = next((e.logit_gap for e in base_tokens if e.position == at), None)
-    if gap is None:
+    row = None if gap is not None or rows is None else rows.get(len(base.prompt_token_ids) + at)
+    if row is not None:
+        gap = row_summary(row)[1]
+    elif gap is None and target is not None:
         ids = base.prompt_token_ids + base.token_ids[:at]
         target.truncate(0)
         gap = row_summary(target.eval(ids, len(ids) - 1)[0])[1]

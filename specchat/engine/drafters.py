@@ -141,10 +141,12 @@ class ModelDrafter(DraftModel):
             return False
         if plan.width > 1:  # told of every kept token: the round's reach follows the chain
             others: list[tuple[int, float]] = []
+            chances: list[float] = []
             if top < plan.p_branch:  # only an unsure token's alternatives are worth finding
-                others = (self._next_best(row, tok, lse, plan.width - 1) if draft.dists is None
-                          else self._drawn_without(probs, tok, plan.width - 1))
-            n = plan.alternatives(self.name, len(draft), top, [p for _, p in others])
+                others, chances = (self._next_best(row, tok, q, lse, plan.width - 1)
+                                   if draft.dists is None
+                                   else self._drawn_without(probs, tok, plan.width - 1))
+            n = plan.alternatives(self.name, len(draft), top, chances)
             draft.branches.extend(
                 Branch(len(draft), [alt], [p], None if draft.dists is None else [probs])
                 for alt, p in others[:n])
@@ -156,25 +158,40 @@ class ModelDrafter(DraftModel):
         return True
 
     @staticmethod
-    def _next_best(row: np.ndarray, tok: int, lse: float, n: int) -> list[tuple[int, float]]:
-        """Greedy: the n tokens after the argmax `tok`, best first, with their probabilities."""
+    def _next_best(row: np.ndarray, tok: int, q: float, lse: float, n: int
+                   ) -> tuple[list[tuple[int, float]], list[float]]:
+        """Greedy: the n tokens after the argmax `tok` (probability `q`), best first, with their
+        probabilities, and each one's chance once the tokens before it were refused (its share
+        of the probability left): nothing is drawn, so every chance is known in advance."""
         top = np.argpartition(row, -(n + 1))[-(n + 1):]
         order = [int(t) for t in top[np.argsort(-row[top], kind="stable")] if t != tok][:n]
-        return [(t, float(np.exp(row[t] - lse))) for t in order]
+        others = [(t, float(np.exp(row[t] - lse))) for t in order]
+        left, chances = 1.0 - q, []
+        for _, p in others:
+            chances.append(min(1.0, p / max(1e-9, left)))
+            left -= p
+        return others, chances
 
-    def _drawn_without(self, probs: np.ndarray, tok: int, n: int) -> list[tuple[int, float]]:
+    def _drawn_without(self, probs: np.ndarray, tok: int, n: int
+                       ) -> tuple[list[tuple[int, float]], list[float]]:
         """Sampling: n tokens drawn from `probs` one after another, each without the tokens
-        drawn before it (the chain's `tok` first), as the tree's rule tests them."""
+        drawn before it (the chain's `tok` first), as the tree's rule tests them, with each
+        one's chance as known before it was drawn: the expected share of a draw from what is
+        left, sum(r^2) for r the renormalized rest. The plan decides how many to verify from
+        these alone: a count read from the drawn tokens' own probabilities would keep a draw
+        that is no longer one from r, and the rule would test it against the wrong r."""
         left = probs.astype(np.float64, copy=True)
         left[tok] = 0.0
-        out = []
+        out, chances = [], []
         for _ in range(n):
-            if left.sum() <= 0.0:
+            total = left.sum()
+            if total <= 0.0:
                 break
+            chances.append(float(np.dot(left, left)) / (total * total))
             alt = sample(left, self.rng)
             out.append((alt, float(probs[alt])))
             left[alt] = 0.0
-        return out
+        return out, chances
 
     def release(self, committed: Sequence[int]) -> None:
         kvsync.release(self.backend, committed)

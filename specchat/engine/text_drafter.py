@@ -140,14 +140,18 @@ class TextDrafter(DraftModel):
         self._committed = list(committed)
         return self._text
 
+    def own_tokens(self, committed: Sequence[int]) -> list[int]:
+        """The committed tokens (the target's) as the draft reads them: their text in its
+        tokens. Bytes that are not UTF-8 (a model may write them) reach the draft as U+FFFD:
+        its context is only a hint, and the same prefix always reads the same."""
+        return self.backend.tokenize(self.conversation(committed).decode(errors="replace"),
+                                     special=True)
+
     def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
         t0 = time.perf_counter()
-        text = self.conversation(committed)
-        if incomplete_tail(text):
+        if incomplete_tail(self.conversation(committed)):
             return Draft()  # the target is inside a character: nothing can be joined to it
-        # bytes that are not UTF-8 (a model may write them) reach the draft as U+FFFD: its
-        # context is only a hint, and the same prefix always reads the same
-        ids = self.backend.tokenize(text.decode(errors="replace"), special=True)
+        ids = self.own_tokens(committed)
         self.encode_s += time.perf_counter() - t0
         todo = kvsync.pending(self.backend, ids)
         draft = Draft(source=self.name, uses_passes=True, behind=len(todo))

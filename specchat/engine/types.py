@@ -154,6 +154,7 @@ class Plan(Protocol):
 
     def alternatives(self, source: str, i: int, conf: float | None, chances: list[float]) -> int:
         """How many alternatives to kept draft token i (confidence `conf`; None for a drafter
-        without one) to verify beside it, a branch each (0: a chain there); `chances`: the
-        drafter's probabilities of its alternatives, best first."""
+        without one) to verify beside it, a branch each (0: a chain there); `chances`: each
+        alternative's chance of being right once the tokens before it at i were refused, as the
+        drafter knew it before drawing that alternative (branching.py)."""
         ...

@@ -14,10 +14,13 @@ from support.checks import require_module
 require_module("torch")
 require_module("transformers")
 
+from support import modes  # noqa: E402
 from support.checks import (  # noqa: E402
     GREEDY_CASES,
+    MODE_FIGURES,
     SAMPLING,
     calibrated_near_tie,
+    check_a_mode,
     check_greedy_rule,
     check_long_conversation,
     check_reply_makes_room,
@@ -218,3 +221,21 @@ def test_the_app_runs_a_turn_on_the_transformers_backend(tiny, tmp_path, monkeyp
             turn = app.chat_screen.transcript.last_turn
             assert turn.n_tokens > 0 and turn.n_drafted > 0
     asyncio.run(scenario())
+
+
+# -- every mode on this target (support.modes) ------------------------------------------------------
+HF_MODES = modes.modes("transformers")
+
+
+@pytest.fixture(scope="module")
+def hf_other_vocab(tiny, hf_dir):
+    model = TransformersBackend(tiny.other_vocab_draft, hf_dir, n_ctx=1024, n_threads=1, **ON)
+    yield model
+    model.close()
+
+
+@pytest.mark.parametrize("mode", HF_MODES, ids=[m.id for m in HF_MODES])
+def test_mode(mode, hf_models, hf_other_vocab, hf_near_tie, monkeypatch):
+    target, draft = hf_models
+    MODE_FIGURES[mode] = check_a_mode(mode, target, draft, hf_other_vocab, hf_near_tie,
+                                      monkeypatch)

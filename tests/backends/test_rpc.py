@@ -15,8 +15,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from support.checks import assert_same_up_to_a_near_tie, calibrated_near_tie
-from support.models import GREEDY, load
+from support import modes
+from support.checks import (
+    MODE_FIGURES,
+    assert_same_up_to_a_near_tie,
+    calibrated_near_tie,
+    check_a_mode,
+)
+from support.models import GREEDY, RecordingBackend, load
 from support.pilot import SIZE, make_app, ready, run_async, until
 from support.processes import RpcServer, free_port, history_path, replying, specchat, specchat_env
 from support.tinymodels import TinySpec, write_tiny_gguf
@@ -407,3 +413,23 @@ def test_the_app_keeps_the_chat_when_the_server_dies_and_enter_sends_the_message
         run_async(scenario)
     finally:
         server.stop()
+
+
+# -- every mode on this target (support.modes) ------------------------------------------------------
+RPC_MODES = modes.modes("rpc")
+
+
+@pytest.fixture(scope="module")
+def rpc_models(remote, tiny):
+    """The target's layers on the RPC server, recorded; the drafts here; the near-tie rule
+    calibrated on the target there."""
+    there, _, draft, _ = remote
+    other_vocab = load(tiny.other_vocab_draft)
+    yield RecordingBackend(there), draft, other_vocab, calibrated_near_tie(there, floor=1e-3)
+    other_vocab.close()
+
+
+@pytest.mark.parametrize("mode", RPC_MODES, ids=[m.id for m in RPC_MODES])
+def test_mode(mode, rpc_models, monkeypatch):
+    target, draft, other_vocab, near_tie = rpc_models
+    MODE_FIGURES[mode] = check_a_mode(mode, target, draft, other_vocab, near_tie, monkeypatch)

@@ -33,7 +33,7 @@ def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path, 
     proc = specchat("tune", "--target", str(tiny.target), "--draft", str(tiny.draft), "--draft",
                     "ngram", "--prompts", str(prompts), "--max-tokens", "16", "--threads", "1",
                     "--draft-threads", "2", "--tree",
-                    "--json", tmp_path=tmp_path)
+                    "--json", tmp_path=tmp_path, quiet_cpu=True)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     verify = result["verify_cost"]
@@ -64,9 +64,7 @@ def test_tune_json_has_the_costs_every_arm_and_a_recommendation(tiny, tmp_path, 
     ngram = next(c for c in draft_choices(tiny.target) if c.value == "ngram")
     assert ngram.note.startswith("tune here") and "x" in ngram.note
     rec = result["recommended"]
-    if result["others_cpu"] is not None and result["others_cpu"] >= BUSY_SHARE:
-        assert rec is None and result["why"].startswith("other programs used")  # a loaded host
-        return  # the recommendation's rule is checked on any host below (a faked probe)
+    assert result["others_cpu"] == 0.0  # the probe faked quiet: a busy host is checked below
     assert set(rec) == {"draft", "k", "policy", "tree"}
     paying = [a for a in arms if a["measured_speedup"] >= 1.03 and a["measured_low"] > 1.0]
     if rec["draft"] == "none":
@@ -81,11 +79,8 @@ def test_tune_save_makes_the_recommendation_the_default(tiny, tmp_path):
     prompts = tmp_path / "prompts.toml"
     prompts.write_text(PROMPTS)
     proc = specchat("tune", "--target", str(tiny.target), "--draft", "ngram", "--prompts",
-                    str(prompts), "--max-tokens", "12", "--save", tmp_path=tmp_path)
-    if "no recommendation: other programs used" in proc.stdout:  # a loaded host: nothing saved
-        assert proc.returncode == 2 and "not saving" in proc.stderr
-        assert not (tmp_path / "config.toml").exists()
-        return
+                    str(prompts), "--max-tokens", "12", "--save", tmp_path=tmp_path,
+                    quiet_cpu=True)
     assert proc.returncode == 0, proc.stderr
     line = next(x for x in proc.stdout.splitlines() if x.startswith("recommended: "))
     words = line.split()

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.checks import DIVERGENCES, require_module
+from support.checks import (
+    DIVERGENCES,
+    assert_same_up_to_a_near_tie,
+    near_tie_threshold,
+    require_module,
+)
 from support.processes import RpcServer
 
 from specchat.chat.session import ChatSession
-from specchat.engine.compare import batching_gap_drift, divergence
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import TokenEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
@@ -70,17 +74,13 @@ def baselines(pair):
 
 @pytest.fixture(scope="module")
 def near_tie(pair, baselines) -> float:
-    """2x the largest gap drift that batching causes over two calibration replies."""
+    """The one near-tie rule (support.checks) over two calibration replies, under this pair's
+    ceiling."""
     target, _ = pair
-    worst = 0.0
-    for prompt in PROMPTS[:2]:
-        _, turn = baselines[prompt]
-        worst = max(worst, batching_gap_drift(target, turn.prompt_token_ids, turn.token_ids[:32],
-                                              batch_sizes=(2, 4)))
-    DIVERGENCES.append(f"{target.name}: near-tie threshold {2 * worst:.3f} (2x measured "
-                       "batching drift)")
-    assert 2 * worst <= NEAR_TIE_CEILING, f"batching moved the gap by {worst:.3f}: above the ceiling"
-    return 2 * worst
+    runs = [(baselines[p][1].prompt_token_ids, baselines[p][1].token_ids[:32]) for p in PROMPTS[:2]]
+    threshold = near_tie_threshold(target, runs, NEAR_TIE_CEILING, batch_sizes=(2, 4))
+    DIVERGENCES.append(f"{target.name}: near-tie threshold {threshold:.3f}")
+    return threshold
 
 
 @pytest.mark.parametrize("drafter", ["0.5B", "0.5B tree", "ngram"])
@@ -101,17 +101,8 @@ def test_greedy_speculation_equals_target_only_up_to_a_near_tie(
     unsure = any(e.q is not None and e.q < 0.9 and not e.branch for e in tokens)
     if drafter.endswith("tree") and unsure:  # beside a draft token under 0.9: a branch
         assert any(e.branch for e in tokens)
-    parted = divergence(target, base, base_tokens, turn)
-    if parted is None:
-        assert turn.stop_reason == base.stop_reason
-        return
-    at, gap = parted
-    DIVERGENCES.append(
-        f"{target.name}, {drafter} prompt {PROMPTS.index(prompt)}: diverged at token {at} of "
-        f"{N_TOKENS}, "
-        f"target-only top-2 gap {gap:.3f}"
-    )
-    assert gap <= near_tie, f"divergence at {at} is not a near-tie: gap {gap} > {near_tie}"
+    assert_same_up_to_a_near_tie([*base_tokens, base], turn, near_tie, target=target,
+                                 ceiling=NEAR_TIE_CEILING)
 
 
 def test_every_token_is_the_argmax_of_the_logits_the_engine_computed(pair):
@@ -199,31 +190,24 @@ def hf_pair(shipped_pair):
 def test_transformers_backend_greedy_speculation_equals_target_only_up_to_a_near_tie(
     hf_pair, prompt
 ):
-    check_pair(*hf_pair, prompt, HF_TOKENS, "transformers")
+    check_pair(*hf_pair, prompt, HF_TOKENS)
 
 
-def check_pair(target, draft, prompt: str, n_tokens: int, label: str) -> None:
+def check_pair(target, draft, prompt: str, n_tokens: int) -> None:
     """Greedy speculation with the 0.5B draft at k=3 equals target-only up to a near-tie
-    (2x the gap drift batching causes on this reply's first 16 tokens)."""
+    (the one rule, support.checks, over this reply's first 16 tokens)."""
     settings = GenerationSettings(max_tokens=n_tokens)
     base_events = list(ChatSession(SpeculativeEngine(target, NoDrafter(), GREEDY)).turn(
         prompt, settings))
     base = base_events[-1]
-    near_tie = 2 * batching_gap_drift(target, base.prompt_token_ids, base.token_ids[:16],
-                                      batch_sizes=(2, 4))
-    assert near_tie <= NEAR_TIE_CEILING
+    near_tie = near_tie_threshold(target, [(base.prompt_token_ids, base.token_ids[:16])],
+                                  NEAR_TIE_CEILING, batch_sizes=(2, 4))
     spec = SpeculativeEngine(target, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
                              GREEDY, DraftSettings(k=3))
     turn = list(ChatSession(spec).turn(prompt, settings))[-1]
     assert turn.n_drafted > 0 and turn.acceptance_rate > 0.5
-    parted = divergence(target, base, [e for e in base_events if isinstance(e, TokenEvent)], turn)
-    if parted is None:
-        assert turn.stop_reason == base.stop_reason
-        return
-    at, gap = parted
-    DIVERGENCES.append(f"{label} prompt {PROMPTS.index(prompt)}: diverged at token {at} of "
-                       f"{n_tokens}, gap {gap:.4f} (near-tie threshold {near_tie:.4f})")
-    assert gap <= near_tie, f"divergence at {at} is not a near-tie: gap {gap} > {near_tie}"
+    assert_same_up_to_a_near_tie(base_events, turn, near_tie, target=target,
+                                 ceiling=NEAR_TIE_CEILING)
 
 
 @pytest.fixture(scope="module")
@@ -248,4 +232,4 @@ RPC_TOKENS = 32
 @pytest.mark.parametrize("prompt", PROMPTS[:2], ids=range(2))
 def test_a_target_on_an_rpc_server_speculates_like_target_only(rpc_pair, prompt):
     assert rpc_pair[0].where.startswith("RPC 127.0.0.1:")
-    check_pair(*rpc_pair, prompt, RPC_TOKENS, "RPC")
+    check_pair(*rpc_pair, prompt, RPC_TOKENS)

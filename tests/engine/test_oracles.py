@@ -1,7 +1,8 @@
 """The greedy oracle catches what it claims. Mutants of a real target-only reply (one token short,
 one token long, a wrong token where the target was sure, the same tokens with another stop
-reason) and an engine that drops the last token of every speculative reply fail it; the reply
-itself, and one that parts from it where the target-only run had a near-tie, pass it. The
+reason) and an engine that drops the last token of every speculative reply fail it, each with
+its own message, where the same test passes the reply and the engine as built; a parting at a
+near-tie the test makes itself (the row rebuilt with its top two logits close) passes it. The
 sampling oracle's mutant (a verifier that ignores the p/q rule) is test_engine's and
 test_verify's "wrong rule" control."""
 
@@ -53,45 +54,77 @@ def test_the_reply_itself_passes(plain):
     assert_same_up_to_a_near_tie(events, turn, 0.0, rows)
 
 
-@pytest.mark.parametrize("mutant", ["one token short", "one token long", "another stop reason"])
-def test_a_mutant_reply_fails(plain, mutant):
+MUTANTS = {"one token short": "above the near-tie threshold",
+           "one token long": "where target-only stopped at max_tokens after",
+           "another stop reason": "stopped for 'eos' where target-only stopped for"}
+"""Each mutant reply and the oracle's own message for it."""
+
+
+@pytest.mark.parametrize("mutant", ["as built", *MUTANTS])
+def test_a_mutant_reply_fails_with_its_own_message(plain, mutant):
     events, turn, rows = plain
     other = {
+        "as built": turn,
         "one token short": replace(turn, token_ids=turn.token_ids[:-1], n_tokens=turn.n_tokens - 1),
         "one token long": replace(turn, token_ids=[*turn.token_ids, turn.token_ids[-1]],
                                   n_tokens=turn.n_tokens + 1),
         "another stop reason": replace(turn, stop_reason="eos"),
     }[mutant]
-    with pytest.raises(AssertionError):
+    if mutant == "as built":
+        assert assert_same_up_to_a_near_tie(events, other, 0.0, rows) is None
+        return
+    with pytest.raises(AssertionError, match=MUTANTS[mutant]):
         assert_same_up_to_a_near_tie(events, other, 0.0, rows)
 
 
-def test_a_wrong_token_where_the_target_was_sure_fails_and_at_a_near_tie_passes(plain):
-    events, turn, rows = plain
-    by_gap = sorted(gaps(events).items(), key=lambda kv: kv[1])
-    (tie_at, tie_gap), (sure_at, sure_gap) = by_gap[0], by_gap[-1]
-    assert tie_gap < sure_gap
-    threshold = (tie_gap + sure_gap) / 2
-    other_token = (turn.token_ids[sure_at] + 1) % 200 + 3
-    with pytest.raises(AssertionError, match="above the near-tie threshold"):
-        assert_same_up_to_a_near_tie(events, with_token(turn, sure_at, other_token), threshold, rows)
-    # past the first parting the replies may differ in anything
-    parted = with_token(turn, tie_at, (turn.token_ids[tie_at] + 1) % 200 + 3)
-    if tie_gap <= NEAR_TIE_CEILING:
-        assert_same_up_to_a_near_tie(events, parted, threshold, rows)
+def near_tie_rows(rows: dict[int, np.ndarray], at: int, gap: float) -> dict[int, np.ndarray]:
+    """`rows` with the row at absolute position `at` rebuilt so its top two logits are `gap`
+    apart: a near-tie made, not hoped for."""
+    out = dict(rows)
+    row = rows[at].copy()
+    order = np.argsort(row)
+    row[order[-2]] = row[order[-1]] - gap
+    out[at] = row
+    return out
 
 
-def test_the_near_tie_threshold_never_rises_above_its_ceiling(plain):
-    events, turn, rows = plain
-    sure_at, sure_gap = max(gaps(events).items(), key=lambda kv: kv[1])
-    assert sure_gap > NEAR_TIE_CEILING, "the tiny target has no confident token to test with"
-    wrong = with_token(turn, sure_at, (turn.token_ids[sure_at] + 1) % 200 + 3)
-    with pytest.raises(AssertionError):
-        assert_same_up_to_a_near_tie(events, wrong, 10 * sure_gap, rows)
+@pytest.mark.parametrize("gap", [0.0004, 0.5])
+def test_a_parting_passes_at_a_near_tie_and_fails_where_the_target_was_sure(plain, gap):
+    """The reply parts at its middle token; the target-only row there is made a near-tie
+    (gap 0.0004, under the threshold 0.001) or a sure choice (gap 0.5): the oracle passes the
+    first, fails the second with its own message, and past the parting the replies may
+    differ in anything."""
+    _, turn, rows = plain
+    at = turn.n_tokens // 2
+    position = len(turn.prompt_token_ids) + at
+    judged = near_tie_rows(rows, position, gap)
+    other = [t + 1 if t < 200 else t - 1 for t in turn.token_ids]
+    parted = replace(turn, token_ids=turn.token_ids[:at] + other[at:])
+    if gap < 0.001:
+        assert assert_same_up_to_a_near_tie([turn], parted, 0.001, judged) == (
+            at, pytest.approx(gap, abs=1e-6))
+        return
+    with pytest.raises(AssertionError, match=f"part at {at} where target-only's top-2 gap is 0.5000"):
+        assert_same_up_to_a_near_tie([turn], parted, 0.001, judged)
 
 
-def test_an_engine_that_drops_the_last_token_fails_the_greedy_rule(models, monkeypatch):
-    """The mutant that passed every greedy test before the oracle compared lengths."""
+@pytest.mark.parametrize("threshold", [0.001, 10.0])
+def test_the_near_tie_threshold_never_rises_above_its_ceiling(plain, threshold):
+    """A parting where the target-only gap is 0.5: it fails at a threshold of 0.001 and at
+    one of 10, which the oracle caps at NEAR_TIE_CEILING."""
+    _, turn, rows = plain
+    at = turn.n_tokens // 2
+    judged = near_tie_rows(rows, len(turn.prompt_token_ids) + at, 0.5)
+    wrong = with_token(turn, at, (turn.token_ids[at] + 1) % 200 + 3)
+    with pytest.raises(AssertionError, match=f"above the near-tie threshold {NEAR_TIE_CEILING:.4f}"
+                       if threshold > NEAR_TIE_CEILING else "above the near-tie threshold 0.0010"):
+        assert_same_up_to_a_near_tie([turn], wrong, threshold, judged)
+
+
+@pytest.mark.parametrize("engine", ["as built", "drops the last token"])
+def test_an_engine_that_drops_the_last_token_fails_the_greedy_rule(models, monkeypatch, engine):
+    """The mutant that passed every greedy test before the oracle compared lengths; the same
+    check passes the engine as built."""
     target, draft = models
     generate = SpeculativeEngine.generate
 
@@ -102,10 +135,16 @@ def test_an_engine_that_drops_the_last_token_fails_the_greedy_rule(models, monke
             events[-1] = replace(turn, token_ids=turn.token_ids[:-1], n_tokens=turn.n_tokens - 1)
         yield from events
 
-    monkeypatch.setattr(SpeculativeEngine, "generate", one_short)
-    with pytest.raises(AssertionError):
+    def check() -> None:
         check_greedy_rule(target, make_drafter("model", draft), prompt_ids(target, PROMPT), k=3,
                           adaptive=False, near_tie=0.0)
+
+    if engine == "as built":
+        check()
+        return
+    monkeypatch.setattr(SpeculativeEngine, "generate", one_short)
+    with pytest.raises(AssertionError, match="above the near-tie threshold"):
+        check()
 
 
 def test_a_finished_turn_alone_is_judged_by_the_rows_target_only_computed(plain, models):
@@ -118,7 +157,10 @@ def test_a_finished_turn_alone_is_judged_by_the_rows_target_only_computed(plain,
     assert rebuilt.keys() == rows.keys()
     assert all(np.array_equal(rebuilt[at], rows[at]) for at in rows)
     assert_same_up_to_a_near_tie([turn], turn, 0.0, rebuilt)
-    for other in (replace(turn, token_ids=turn.token_ids[:-1], n_tokens=turn.n_tokens - 1),
-                  replace(turn, token_ids=[*turn.token_ids, 5], n_tokens=turn.n_tokens + 1)):
-        with pytest.raises(AssertionError):
+    for other, message in (
+            (replace(turn, token_ids=turn.token_ids[:-1], n_tokens=turn.n_tokens - 1),
+             "above the near-tie threshold"),
+            (replace(turn, token_ids=[*turn.token_ids, 5], n_tokens=turn.n_tokens + 1),
+             "where target-only stopped at max_tokens after")):
+        with pytest.raises(AssertionError, match=message):
             assert_same_up_to_a_near_tie([turn], other, 0.0, rebuilt)

@@ -250,7 +250,7 @@ def test_priced_branching_takes_rows_the_verify_curve_gives_cheaply():
     for machine in (cheap, dear):
         machine.learn_verify(1, 0.05)
     taken = Branching(nodes=4, p_max=0.9, priced=True).alternatives(
-        rates, Acceptance(), cheap, "d", 0, 0.5, [0.4, 0.05], 4, 1 / 0.05)
+        rates, Acceptance(), cheap, "d", 0, 0.5, [0.8, 0.5], 4, 1 / 0.05)
     none = Branching(nodes=4, p_max=0.9, priced=True).alternatives(
-        rates, Acceptance(), dear, "d", 0, 0.5, [0.4, 0.05], 4, 1 / 0.05)
+        rates, Acceptance(), dear, "d", 0, 0.5, [0.8, 0.5], 4, 1 / 0.05)
     assert taken == 2 and none == 0

@@ -133,7 +133,7 @@ def test_a_command_of_the_guide_works_as_shown(line, tiny, default_pair, server_
 
 def run_as_typed(args: list[str], models: Path, server_binary: Path, tmp_path: Path) -> None:
     """`specchat ARGS` as a user types it, to its first real output (see the module's doc)."""
-    env = specchat_env(tmp_path) | {"SPECCHAT_LLAMA_SERVER": str(server_binary)}
+    env = specchat_env(tmp_path, quiet_cpu=True) | {"SPECCHAT_LLAMA_SERVER": str(server_binary)}
     full_screen = {"replay": "accepted", "lesson": "from: "}  # the lesson: its first demo ran
     if not args or args[0].startswith("-") or (
             args[0] in full_screen and not {"--list", "--export"} & set(args)):
@@ -146,16 +146,12 @@ def run_as_typed(args: list[str], models: Path, server_binary: Path, tmp_path: P
         done = subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True,
                               text=True, env=env, timeout=240, cwd=tmp_path,
                               input="hello\n" if args == ["chat"] else None)
-        loaded = "no recommendation: other programs used" in done.stdout  # a loaded host
-        if args[0] == "tune" and loaded and "--save" in args:
-            assert done.returncode == 2 and "not saving" in done.stderr
-            return
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip()
         if args[:2] == ["models", "path"]:
             assert done.stdout.startswith(str(models))
         if args[0] == "tune":
-            assert "recommended: " in done.stdout or loaded
+            assert "recommended: " in done.stdout  # the CPU probe faked quiet (quiet_cpu)
             assert (tmp_path / "config.toml").exists() == ("--save" in args)
         if "--trace" in args:
             assert (tmp_path / args[args.index("--trace") + 1]).stat().st_size > 0

@@ -9,10 +9,18 @@ import json
 import threading
 
 import pytest
-from support.checks import assert_same_up_to_a_near_tie, calibrated_near_tie
-from support.models import GREEDY, load
+from support import modes
+from support.checks import (
+    MODE_FIGURES,
+    MODE_PROMPT,
+    assert_same_up_to_a_near_tie,
+    calibrated_near_tie,
+    expected_triples,
+    judge_triples,
+)
+from support.models import GREEDY, load, prompt_ids, run
 from support.pilot import SIZE, make_app, ready, run_async, say
-from support.processes import LlamaServer, history_path, specchat
+from support.processes import LlamaServer, history_path, specchat, whole_reply
 from support.tinymodels import TinySpec, write_tiny_gguf
 
 from specchat.chat.history import HistoryStore
@@ -100,22 +108,24 @@ def test_bench_runs_the_suite_on_the_server_beside_the_engine_here(spec_server, 
     assert all(r["reported_speedup"] for r in data["runs"] if r["arm"].endswith("simple)"))
 
 
-def test_greedy_replies_equal_the_target_alone_here_up_to_a_near_tie(spec_server, tiny):
+def test_a_streamed_reply_is_the_servers_whole_reply(spec_server, tiny):
+    """The reply as the app streams it is the one the server makes: its length, its stop
+    reason and every token it names equal the unstreamed reply's (which test_mode judges
+    whole against target-only); a token the stream holds back (half a character) is the only
+    one named by count, and there are few."""
     target = load(tiny.target)
-    plain = ChatSession(SpeculativeEngine(target, NoDrafter(), GREEDY))
-    local = list(plain.turn(PROMPT, GenerationSettings(max_tokens=40)))
-    _, events = server_turn(spec_server.url)
-    assert events[-1].prompt_token_ids == local[-1].prompt_token_ids  # its template and tokens
-    # a token the server held back (half a character) is known by count, not id: compare the rest
-    ids = events[-1].token_ids
-    base = local[-1].token_ids
-    named = [i for i, t in enumerate(ids) if t != UNKNOWN_ID]
-    assert len(named) > len(ids) // 2
-    parted = next((i for i in named if i >= len(base) or ids[i] != base[i]), None)
-    if parted is not None:
-        known = dataclasses.replace(events[-1], token_ids=base[:parted] + ids[parted:])
-        assert_same_up_to_a_near_tie(local, known, calibrated_near_tie(target, floor=1e-3))
+    local = list(ChatSession(SpeculativeEngine(target, NoDrafter(), GREEDY)).turn(
+        PROMPT, GenerationSettings(max_tokens=40)))
     target.close()
+    _, events = server_turn(spec_server.url)
+    streamed = events[-1]
+    assert streamed.prompt_token_ids == local[-1].prompt_token_ids  # its template and tokens
+    whole, stop, _ = whole_reply(ServerClient(spec_server.url), streamed.prompt_token_ids,
+                                 GREEDY, 40, 0)
+    assert (streamed.n_tokens, streamed.stop_reason) == (len(whole), stop)
+    named = [i for i, t in enumerate(streamed.token_ids) if t != UNKNOWN_ID]
+    assert len(named) > len(whole) // 2
+    assert [streamed.token_ids[i] for i in named] == [whole[i] for i in named]
 
 
 def test_a_stopped_reply_keeps_what_came_and_the_server_answers_the_next(spec_server):
@@ -211,3 +221,45 @@ def test_rejected_drafts_without_text_are_drawn_by_count():
 def test_a_server_url_that_is_not_one_is_refused_in_one_line():
     with pytest.raises(ServerError, match="is not a URL like http://127.0.0.1:8080"):
         ServerClient("ftp://x")
+
+
+# -- every mode on this target (support.modes) ------------------------------------------------------
+SERVER_MODES = modes.modes("llama-server")
+
+
+@pytest.fixture(scope="module")
+def local_target(tiny):
+    target = load(tiny.target)
+    yield target, calibrated_near_tie(target, floor=1e-3)
+    target.close()
+
+
+@pytest.mark.parametrize("mode", SERVER_MODES, ids=[m.id for m in SERVER_MODES])
+def test_mode(mode, spec_server, plain_server, local_target):
+    """The server's reply judged whole, token for token with its length and stop reason, by
+    the one greedy oracle against target-only here; sampling, its first three tokens against
+    the target's own distribution (temperature 1: llama.cpp's sampler order, temperature
+    last, gives the same distribution as the engine's)."""
+    target, near_tie = local_target
+    client = ServerClient((spec_server if mode.drafter == "model" else plain_server).url)
+    ids = prompt_ids(target, MODE_PROMPT)
+    if mode.decoding == "greedy":
+        plain, _ = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
+        tokens, stop, drafted = whole_reply(client, ids, GREEDY, 32, 0)
+        served = dataclasses.replace(plain[-1], token_ids=tokens, n_tokens=len(tokens),
+                                     stop_reason=stop)
+        parted = assert_same_up_to_a_near_tie(plain, served, near_tie, target=target)
+        figure = ("the same reply, 32 tokens" if parted is None else
+                  f"parted at token {parted[0]}, a near-tie (gap {parted[1]:.4f})")
+    else:
+        replies = [whole_reply(client, ids, mode.sampling, 3, seed)
+                   for seed in range(modes.SAMPLES)]
+        eos = next(t for t in range(target.n_vocab) if target.is_eog(t))
+        samples = [tuple(([*t, eos] if stop == "eos" else t)[:3] + [-1] * 3)[:3]
+                   for t, stop, _ in replies]
+        figure = judge_triples(samples, expected_triples(target, ids, mode.sampling))
+        drafted = sum(d for _, _, d in replies)
+        figure += f"; {drafted} draft tokens verified by the server"
+    if mode.drafter == "model":
+        assert drafted > 0, "the server never drafted"
+    MODE_FIGURES[mode] = figure

@@ -31,6 +31,9 @@ class TinyModels:
     """EOS is <|endoftext|> instead of <|im_end|>."""
     recurrent: Path
     """A Mamba model: its memory cannot drop part of a sequence."""
+    other_vocab_draft: Path
+    """The draft's weights with two token texts swapped: another vocabulary that drafts well
+    as text (the modes' as-text drafter)."""
 
 
 def write_tiny_models(d: Path) -> TinyModels:
@@ -42,10 +45,12 @@ def write_tiny_models(d: Path) -> TinyModels:
     write_tiny_gguf(d / "tiny-spm.gguf", TinySpec(seed=4, tokenizer_model="llama"))
     write_tiny_gguf(d / "tiny-other-eos.gguf", TinySpec(seed=5, eos_name="<|endoftext|>"))
     write_tiny_mamba(d / "tiny-mamba.gguf")
+    write_tiny_gguf(d / "tiny-other-vocab-draft.gguf",
+                    TinySpec(seed=1, base=base, noise=0.08, swap_tokens=(40, 41)))
     return TinyModels(
         d / "tiny-target.gguf", d / "tiny-draft.gguf", d / "tiny-other-vocab.gguf",
         d / "tiny-wide-vocab.gguf", d / "tiny-spm.gguf", d / "tiny-other-eos.gguf",
-        d / "tiny-mamba.gguf",
+        d / "tiny-mamba.gguf", d / "tiny-other-vocab-draft.gguf",
     )
 
 

@@ -17,14 +17,20 @@ from pathlib import Path
 
 import psutil
 
+QUIET_CPU = Path(__file__).parent / "quiet_cpu"
+"""A folder whose sitecustomize fakes the CPU probe of a child `specchat` to a quiet machine."""
 
-def specchat_env(tmp_path: Path) -> dict[str, str]:
+
+def specchat_env(tmp_path: Path, quiet_cpu: bool = False) -> dict[str, str]:
     """A user's environment with its own config, models folder and data folder (the history),
-    and where the package comes from when it is not installed (a GPU check's machine)."""
+    and where the package comes from when it is not installed (a GPU check's machine).
+    `quiet_cpu`: the child's CPU probe reads a quiet machine, whatever this host is doing."""
     env = {"SPECCHAT_CONFIG": str(tmp_path / "config.toml"),
            "SPECCHAT_MODELS_DIR": str(tmp_path / "models"), "PATH": "/usr/bin:/bin",
            "XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path)}
     env |= {k: os.environ[k] for k in ("PYTHONPATH", "LD_LIBRARY_PATH") if k in os.environ}
+    if quiet_cpu:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(QUIET_CPU), env.get("PYTHONPATH")]))
     return env
 
 
@@ -42,11 +48,12 @@ def offline_pip_env() -> dict[str, str]:
             "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
-def specchat(*args: str, tmp_path: Path, stdin: str | None = None
+def specchat(*args: str, tmp_path: Path, stdin: str | None = None, quiet_cpu: bool = False
              ) -> subprocess.CompletedProcess[str]:
     """`specchat ARGS` as a user runs it, in `specchat_env`."""
     return subprocess.run([sys.executable, "-m", "specchat", *args], capture_output=True,
-                          text=True, env=specchat_env(tmp_path), timeout=120, input=stdin)
+                          text=True, env=specchat_env(tmp_path, quiet_cpu), timeout=120,
+                          input=stdin)
 
 
 def saved_messages(db_path, role: str) -> list[tuple[str, int]]:
@@ -284,3 +291,21 @@ def in_terminal(args: list[str], env: dict[str, str], until: str, timeout: float
     code = proc.wait()
     os.close(master)
     return shown, code
+
+
+def whole_reply(client, ids: list[int], sampling, n: int, seed: int
+                ) -> tuple[list[int], str, int]:
+    """One reply of the server, whole and unstreamed: every token id it generated (a streamed
+    reply names a token it held back, half a character, by count only), its stop reason as
+    the engine names it (end-of-turn's id left out, as the engine leaves it out) and the draft
+    tokens it verified."""
+    from specchat.server.verdicts import STOP_REASONS
+
+    answer = client.get_json("/completion", {
+        "prompt": ids, "n_predict": n, "temperature": sampling.temperature,
+        "top_k": sampling.top_k, "top_p": sampling.top_p, "min_p": 0.0, "seed": seed,
+        "return_tokens": True, "cache_prompt": True, "stream": False})
+    tokens, stop = list(answer["tokens"]), STOP_REASONS[answer["stop_type"]]
+    if stop == "eos":
+        tokens = tokens[:-1]
+    return tokens, stop, int(answer["timings"].get("draft_n", 0))

@@ -74,8 +74,10 @@ class Branching:
     def alternatives(self, rates: BranchRates, acceptance: Acceptance, machine: MachineCosts,
                      source: str, i: int, conf: float | None, chances: list[float], batch: int,
                      rate: float) -> int:
-        """How many of `chances` (the drafter's probabilities of its alternatives, best first)
-        to verify beside kept draft token i, drawn with confidence `conf` (None: a drafter
+        """How many of the alternatives to verify beside kept draft token i (`chances`: each
+        one's chance of being right once the tokens before it at i were refused, as the drafter
+        knew it before drawing that alternative: never the drawn token's own probability, which
+        would bias what the sampling rule tests), drawn with confidence `conf` (None: a drafter
         without one, whose alternatives are point masses, each `POINT_CHANCE` until measured);
         `batch`: the verify batch of the chain (the alternatives taken come on top); `rate`:
         the round's expected tokens a second."""
@@ -87,9 +89,9 @@ class Branching:
             reach, self.reach = self.reach, self.reach * accept
             if conf >= self.p_max:
                 return 0
-        taken, q_before, alive = 0, conf or 0.0, reach * (1.0 - accept)
-        for q_alt in chances[: max(0, min(self.width - 1, self.nodes - self.used))]:
-            chance = POINT_CHANCE if conf is None else chance_given_refused(q_alt, q_before)
+        taken, alive = 0, reach * (1.0 - accept)
+        for given in chances[: max(0, min(self.width - 1, self.nodes - self.used))]:
+            chance = POINT_CHANCE if conf is None else given
             stands = rates.rate(source, chance)
             if self.priced:
                 n = batch + self.used + taken
@@ -98,7 +100,6 @@ class Branching:
                     break
             taken += 1
             alive *= 1.0 - stands
-            q_before += q_alt
         self.used += taken
         return taken
 

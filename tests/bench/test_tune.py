@@ -167,3 +167,48 @@ def test_tune_recommends_on_a_quiet_machine_and_not_on_a_busy_one(tiny, tmp_path
     expected = ({"draft": best.draft, "k": best.k, "policy": best.policy, "tree": best.tree}
                 if paying else {"draft": "none", "k": 4, "policy": "fixed", "tree": False})
     assert result["recommended"] == expected
+
+
+def test_a_draft_of_another_vocabulary_is_timed_on_its_own_tokens(tiny, tmp_path):
+    """It drafts as text: its pass is timed after the conversation in its own tokens (the
+    target's ids fed to it failed the whole command on a machine where it was installed)."""
+    prompts = tmp_path / "prompts.toml"
+    prompts.write_text(PROMPTS)
+    proc = specchat("tune", "--target", str(tiny.target), "--draft", str(tiny.other_vocab_draft),
+                    "--prompts", str(prompts), "--max-tokens", "12", "--threads", "1", "--json",
+                    tmp_path=tmp_path, quiet_cpu=True)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["untimed"] == {} and result["draft_ms"][str(tiny.other_vocab_draft)] > 0
+    assert {a["draft"] for a in result["drafters"]} == {str(tiny.other_vocab_draft)}
+
+
+def test_a_drafter_that_cannot_be_timed_is_reported_in_its_row_and_the_rest_go_on(
+        tiny, tmp_path, monkeypatch):
+    from specchat import timing
+    from specchat.bench.runner import load_prompts
+    from specchat.errors import SpecchatError
+    from specchat.settings import ModelOptions, Settings
+    from specchat.tune import table, tune
+
+    prompts_file = tmp_path / "prompts.toml"
+    prompts_file.write_text(PROMPTS)
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
+    timed = timing.draft_pass_after
+
+    def fails_for_the_draft(draft, committed, repeats):
+        if draft.path == tiny.draft:
+            raise SpecchatError("tiny-draft: llama_decode failed with code -1")
+        return timed(draft, committed, repeats)
+
+    monkeypatch.setattr(timing, "draft_pass_after", fails_for_the_draft)
+    settings = Settings(ModelOptions(target=str(tiny.target), threads=1))
+    result = tune(settings, [str(tiny.draft), "ngram"], load_prompts(prompts_file), 12)
+    assert result["untimed"] == {str(tiny.draft): "tiny-draft: llama_decode failed with code -1"}
+    assert {a["draft"] for a in result["drafters"]} == {"ngram"}
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=None)
+    with console.capture() as shown:
+        console.print(table(result))
+    assert "not timed: tiny-draft: llama_decode failed with code -1" in shown.get()

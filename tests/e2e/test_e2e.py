@@ -14,6 +14,7 @@ import pytest
 from support.checks import (
     DIVERGENCES,
     assert_same_up_to_a_near_tie,
+    missing,
     near_tie_threshold,
     require_module,
 )
@@ -233,3 +234,41 @@ RPC_TOKENS = 32
 def test_a_target_on_an_rpc_server_speculates_like_target_only(rpc_pair, prompt):
     assert rpc_pair[0].where.startswith("RPC 127.0.0.1:")
     check_pair(*rpc_pair, prompt, RPC_TOKENS)
+
+
+TUNE_PROMPT = '''
+[[prompt]]
+category = "code"
+name = "one"
+text = "Write a Python function that reverses a string."
+'''
+
+
+def test_tune_times_every_installed_draft_the_other_vocabulary_as_text(shipped_pair, tmp_path):
+    """README's `tune` with every catalog model installed as the real file, the draft of another
+    vocabulary (SmolLM2, one menu choice away) among them: each drafter is timed, that one on
+    its own tokens (the target's ids fed to it failed the whole command), and each has arms."""
+    import json
+
+    from support.models import lay_default_pair
+    from support.processes import specchat
+
+    from specchat.catalog.catalog import Catalog, models_dir
+
+    other = Catalog.load().models["smollm2-135m-instruct-q4_1"]
+    real = models_dir() / other.file
+    if not real.is_file():
+        missing(other.name, "specchat models fetch smollm2-135m-instruct-q4_1")
+    models = lay_default_pair(tmp_path / "models", *shipped_pair)
+    (models / other.file).symlink_to(real)
+    prompts = tmp_path / "prompts.toml"
+    prompts.write_text(TUNE_PROMPT)
+    done = specchat("tune", "--prompts", str(prompts), "--max-tokens", "8", "--json",
+                    tmp_path=tmp_path, quiet_cpu=True)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["untimed"] == {}
+    assert set(result["draft_ms"]) == {"default", "ngram", "ngram+default",
+                                       "smollm2-135m-instruct-q4_1"}
+    assert result["draft_ms"]["smollm2-135m-instruct-q4_1"] > 0
+    assert "smollm2-135m-instruct-q4_1" in {a["draft"] for a in result["drafters"]}

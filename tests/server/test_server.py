@@ -244,8 +244,10 @@ def test_mode(mode, spec_server, plain_server, local_target):
     client = ServerClient((spec_server if mode.drafter == "model" else plain_server).url)
     ids = prompt_ids(target, MODE_PROMPT)
     if mode.decoding == "greedy":
-        plain, _ = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
-        tokens, stop, drafted = whole_reply(client, ids, GREEDY, 32, 0)
+        plain, local = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
+        # the engine goes on past max_tokens to finish a character; the server stops at
+        # n_predict: it is asked for as many tokens as the engine gave
+        tokens, stop, drafted = whole_reply(client, ids, GREEDY, local.n_tokens, 0)
         served = dataclasses.replace(plain[-1], token_ids=tokens, n_tokens=len(tokens),
                                      stop_reason=stop)
         parted = assert_same_up_to_a_near_tie(plain, served, near_tie, target=target)

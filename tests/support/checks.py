@@ -393,14 +393,18 @@ def check_a_mode(mode: modes.Mode, target, draft, other_vocab, near_tie: float,
 
 ROW_REPLIES = 12
 """Sampled replies whose rows `check_mode_rows` compares with target-only's."""
+ROW_TOLERANCE = 0.02
+"""How far a logit of a sampled token's row may be from target-only's: batching moved the tiny
+target's logits by up to 0.0085 on an RPC server (its batch-dependent rounding; the rows are
+its own either way), and a logit 0.02 off moves a probability by 2% of itself."""
 
 
 def check_mode_rows(mode: modes.Mode, target, draft, other_vocab, monkeypatch) -> str:
     """A sampling mode on a target whose distribution check would take too long (transformers,
     RPC: a few ms a pass, 4,000 replies a mode): every token of ROW_REPLIES sampled 24-token
-    replies was drawn from target-only's row for the same tokens (within NEAR_TIE_CEILING of
-    each logit: the engine's sampling rule, checked on llama.cpp's rows in every mode, then
-    sees the same p). Returns the figure."""
+    replies was drawn from target-only's row for the same tokens (within ROW_TOLERANCE of each
+    logit: the engine's sampling rule, checked on llama.cpp's rows in every mode, then sees the
+    same p). Returns the figure."""
     spec, ids = mode_engine(mode, target, draft, other_vocab, monkeypatch)
     worst, drafted, tokens = 0.0, 0, 0
     for _ in range(ROW_REPLIES):
@@ -411,7 +415,7 @@ def check_mode_rows(mode: modes.Mode, target, draft, other_vocab, monkeypatch) -
             at = len(ids) + i
             worst = max(worst, float(np.abs(rows[at] - plain[at]).max()))
         drafted, tokens = drafted + turn.n_drafted, tokens + turn.n_tokens
-    assert worst <= NEAR_TIE_CEILING, f"a sampled token's row was {worst:.4f} off target-only's"
+    assert worst <= ROW_TOLERANCE, f"a sampled token's row was {worst:.4f} off target-only's"
     if mode.drafter != "none":
         assert drafted > 0, "the mode never drafted"
     return (f"rows as target-only's (max |Δ logit| {worst:.1e}, {tokens} tokens, "

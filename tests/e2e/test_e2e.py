@@ -159,7 +159,7 @@ def test_tree_sampling_keeps_the_targets_distribution_on_the_real_pair(pair):
     counts = {rule: np.zeros(p.size) for rule in ("multi-draft", "p kept")}
     for _ in range(8000):
         tok = sample(q, rng)
-        others = drafter._drawn_without(q, tok, 2)
+        others, _ = drafter._drawn_without(q, tok, 2)
         tree = DraftTree.of(Draft(tokens=[tok], q=[float(q[tok])], dists=[q],
                                   branches=[Branch(0, [t], [c], [q]) for t, c in others]))
         for rule, verify in (("multi-draft", verify_tree_sampling), ("p kept", keeps_p)):

@@ -5,11 +5,11 @@ its placeholders filled (`"..."` a prompt, NAME the default pair, `[--save]` wit
 `a | b` each, the addresses those of servers this test starts). All run on the tiny pair laid
 in a models folder under the default pair's file names (the catalog resolves `default` to
 them), with the catalog's other-vocabulary draft installed as its real file, in two states (as
-fetched with no history; optimized with a full history), against the real llama-server; `models fetch` and `verify` on the real pair's files. The
-full-screen app starts in a terminal of its own and quits on Ctrl+Q; a command that serves runs
-until it says where, answers there, and leaves no process behind on Ctrl-C; the others run to
-their end. (`./install.sh` is the one line not run
-here: it made this test's environment, and CI runs it.)"""
+fetched with no history; optimized with a full history), against the real llama-server;
+`models fetch` and `verify` on the real pair's files. The full-screen app starts in a terminal
+of its own and quits on Ctrl+Q; a command that serves runs until it says where, answers there,
+and leaves no process behind on Ctrl-C; the others run to their end. (`./install.sh` is the one
+line not run here: it made this test's environment, and CI runs it.)"""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from specchat.engine.backend import Backend
 from specchat.engine.draft_model import DraftModel
 from specchat.engine.guessed_rows import GuessedRows
 from specchat.engine.ngram_index import NgramIndex
+from specchat.engine.policy.branching import chance_given_refused
 from specchat.engine.sampling import SamplingParams, row_summary, sample
 from specchat.engine.text_drafter import TextDrafter
 from specchat.engine.types import Branch, Draft, Plan
@@ -166,10 +167,10 @@ class ModelDrafter(DraftModel):
         top = np.argpartition(row, -(n + 1))[-(n + 1):]
         order = [int(t) for t in top[np.argsort(-row[top], kind="stable")] if t != tok][:n]
         others = [(t, float(np.exp(row[t] - lse))) for t in order]
-        left, chances = 1.0 - q, []
+        before, chances = q, []
         for _, p in others:
-            chances.append(min(1.0, p / max(1e-9, left)))
-            left -= p
+            chances.append(chance_given_refused(p, before))
+            before += p
         return others, chances
 
     def _drawn_without(self, probs: np.ndarray, tok: int, n: int

@@ -17,6 +17,7 @@ from support.checks import MODE_FIGURES, check_mode
 from support.models import RecordingBackend
 
 from specchat import settings as schema
+from specchat.engine.policy.branching import chance_given_refused
 from specchat.engine.sampling import SamplingParams
 
 LLAMACPP = modes.modes("llamacpp")
@@ -85,10 +86,10 @@ def _counts_read_from_the_draws(self, probs, tok, n):
     """The adaptive tree's old bias: each alternative's chance read from its own drawn
     probability, so how many are verified depends on what was drawn."""
     out, _ = _drawn_without(self, probs, tok, n)
-    left, chances = 1.0 - float(probs[tok]), []
+    before, chances = float(probs[tok]), []
     for _, p in out:
-        chances.append(min(1.0, p / max(1e-9, left)))
-        left -= p
+        chances.append(chance_given_refused(p, before))
+        before += p
     return out, chances
 
 

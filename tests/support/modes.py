@@ -300,9 +300,6 @@ class Shaped:
 
 
 # -- the table ------------------------------------------------------------------------------------
-UNCHECKED: dict[str, str] = {}
-"""Targets whose modes are not checked here, and why (none at present)."""
-
 CHECKS = {"llamacpp": "tests/engine/test_modes.py", "transformers": "tests/backends/test_hf_backend.py",
           "rpc": "tests/backends/test_rpc.py", "llama-server": "tests/server/test_server.py"}
 """Where each target's modes are checked, each by a `test_mode[<mode id>]`."""
@@ -318,7 +315,7 @@ def modes_table(figures: dict[Mode, str]) -> list[str]:
     lines = ["| target | drafter | policy | tree | decoding | check | figure |",
              "|---|---|---|---|---|---|---|"]
     for m in all_modes():
-        figure = figures.get(m) or UNCHECKED.get(m.target, "not run in this run")
+        figure = figures.get(m, "not run in this run")
         lines.append(f"| {m.target} | {m.drafter} | {m.policy} | {'tree' if m.tree else 'chain'} "
                      f"| {m.decoding} | `{check_of(m)}` | {figure} |")
     return lines

@@ -4,7 +4,8 @@ specchat.timing measured and an acceptance into an expected speedup.
 A round that drafts k tokens costs k draft passes and one verify of k+1 tokens; it yields the
 expected-accepted-length number of tokens (`engine.policy.expected_tokens`). Against a
 target-only step both are counted in steps, so the speedup is
-`expected_tokens(accept[:k]) / (verify(k+1) + k * draft)`. On a CPU verify(n) grows almost
+`expected_tokens(accept[:k]) / (verify(k+1) + k * draft)` (with `between`, what a step pays
+beside its pass, added once to each side). On a CPU verify(n) grows almost
 linearly with n and that is why speculation loses there; on a GPU it stays near one step.
 """
 
@@ -32,6 +33,9 @@ class Costs:
     """The context depth they were timed at."""
     verify_spread: tuple[float, ...] = ()
     """Milliseconds: the interquartile range of each size's repeats (empty: not measured)."""
+    between: float = 0.0
+    """Milliseconds a step pays beside the model's pass (sampling, Python), and a round pays
+    once: where the step it is measured against is a whole loop's, not a pass alone."""
 
     def steps(self, n: int) -> float:
         """Verifying n tokens, in target-only steps (past the measured sizes, by the one rule
@@ -57,6 +61,10 @@ class Costs:
     def draft_steps(self) -> float:
         return self.draft / self.verify[0]
 
+    @property
+    def between_steps(self) -> float:
+        return self.between / self.verify[0]
+
     def flat(self) -> Costs:
         """The same step and draft pass with a GPU's flat verify curve."""
         return replace(self, verify=tuple(self.verify[0] * (1 + FLAT_SLOPE * i)
@@ -71,7 +79,8 @@ def speedup(costs: Costs, accept: Sequence[float], k: int) -> float:
     chance draft token i stands given the ones before it stood."""
     if k == 0:
         return 1.0
-    return expected_tokens(list(accept[:k])) / (costs.steps(k + 1) + k * costs.draft_steps)
+    return (expected_tokens(list(accept[:k])) * (1 + costs.between_steps)
+            / (costs.steps(k + 1) + k * costs.draft_steps + costs.between_steps))
 
 
 ALT_STANDS = 0.3
@@ -90,8 +99,8 @@ def tree_speedup(costs: Costs, accept: Sequence[float], k: int, alt_stands: floa
     for a in accept[:k]:
         extra += reach * (1.0 - a) * alt_stands
         reach *= a
-    return ((expected_tokens(list(accept[:k])) + extra)
-            / (costs.steps(2 * k + 1) + k * costs.draft_steps))
+    return ((expected_tokens(list(accept[:k])) + extra) * (1 + costs.between_steps)
+            / (costs.steps(2 * k + 1) + k * costs.draft_steps + costs.between_steps))
 
 
 def branch_stands(rounds: Iterable[RoundEvent]) -> tuple[float, int] | None:

@@ -20,18 +20,12 @@ from typing import Any
 
 from specchat.bench.runner import SERVER, Run
 from specchat.engine.drafters import NO_DRAFT
+from specchat.engine.policy.rates import leviathan_tokens
 from specchat.engine.stats import paired_speedup_interval
 from specchat.numbers import fmt, mean, percentile
 from specchat.wording import speedup_text
 
 ALL = "all"
-
-
-def leviathan_tokens(alpha: float, gamma: float) -> float:
-    """Expected tokens of a round that drafts `gamma` tokens, each standing with probability
-    `alpha` independently: (1 - alpha^(gamma+1)) / (1 - alpha). Divided by the round's cost in
-    target steps (gamma * c + verify cost) it is the paper's expected speedup."""
-    return gamma + 1 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
 
 
 @dataclass

@@ -15,12 +15,13 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from specchat.costs import FLAT_SLOPE, Costs, speedup
+from specchat.costs import break_even
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
-from specchat.engine.policy import expected_tokens
 from specchat.engine.verify import verify_sampling
 from specchat.errors import SpecchatError
-from specchat.lesson.recordings import Recording, Recordings
+from specchat.lesson import figures
+from specchat.lesson.figures import Acceptance, Check, Measured
+from specchat.lesson.recordings import Curve, Recording, Recordings
 from specchat.numbers import fmt, mean, percentile
 
 Styles = dict[TokenKind, Style]
@@ -33,6 +34,8 @@ class Demo:
     body: RenderableType
     sources: tuple[str, ...]
     """Where the figures come from, one line each."""
+    checks: tuple[Check, ...] = ()
+    """Each figure it predicts beside the one it measured."""
 
 
 def _rounds(events: list[Event]) -> list[tuple[RoundEvent, list[TokenEvent]]]:
@@ -188,92 +191,175 @@ def cache(recs: Recordings, styles: Styles) -> Demo:
     return Demo(Group(*lines), (rec.source,))
 
 
-def _acceptance_table(rates: list[float], measured: float | None, label: str) -> Table:
-    table = Table("draft position", "stands (given the ones before)", "expected tokens a round",
-                  box=None, title=label, title_justify="left")
-    for i, rate in enumerate(rates, 1):
-        table.add_row(str(i), f"{_bar(rate)} {rate:.0%}", f"{expected_tokens(rates[:i]):.2f}")
-    table.add_row("measured", "", fmt(measured, ".2f", " (mean tokens a round)"))
+def _acceptance_table(accept: Acceptance, label: str) -> Table:
+    table = Table("draft position", "stands, given the ones before (over rounds)",
+                  "expected tokens a round, drafting this many", box=None, title=label,
+                  title_justify="left")
+    for i, (rate, tried) in enumerate(accept.rates):
+        table.add_row(str(i + 1), f"{_bar(rate)} {rate:.0%} (of {tried})",
+                      f"{accept.expected(i + 1):.2f}")
     return table
 
 
 def acceptance(recs: Recordings, styles: Styles) -> Demo:
     parts: list[RenderableType] = []
-    sources = []
+    sources, checks = [], []
     for kind in ("code", "prose"):
         rec = recs.recording(kind)
-        spec = rec.turns[1]
-        parts.append(_acceptance_table(spec.accepted_by_position, spec.mean_accepted_length,
-                                       f"{kind}: {rec.drafter}, {fmt(spec.acceptance_rate, '.0%')}"
-                                       " of drafts stand"))
+        accept = figures.acceptance_of(rec.speculative)
+        if accept is None:
+            parts.append(Text(f"{kind}: no round drafted"))
+            continue
+        k = len(accept.rates)
+        check = accept.check(kind)
+        parts += [_acceptance_table(accept, f"{kind}: {rec.drafter}, k={k}"),
+                  Text(f"  one rate for every position, a = {accept.pooled:.2f} (stood over "
+                       f"tried): (1 - a^{k + 1}) / (1 - a) = {accept.closed_form(k):.2f} "
+                       "tokens a round"),
+                  Text(f"  measured: {accept.tokens_a_round.shown('.2f')} tokens a round over "
+                       f"{accept.rounds} drafting rounds; the rates above give "
+                       f"{accept.predicted:.2f} for those rounds (their draft lengths): "
+                       + ("agree" if check.agrees else "DISAGREE")), Text()]
+        checks.append(check)
         sources.append(rec.source)
-    return Demo(Group(*parts), tuple(sources))
+    return Demo(Group(*parts), tuple(sources), tuple(checks))
+
+
+def _race(recs: Recordings, kind: str, arm: str = "draft"
+          ) -> tuple[Recording, Acceptance | None, Measured | None]:
+    rec = recs.recording(kind, arm)
+    return rec, figures.acceptance_of(rec.speculative), figures.race_speedup(rec)
 
 
 def verify_curve(recs: Recordings, styles: Styles) -> Demo:
     curve = recs.curve()
-    costs = Costs(curve.verify_ms, curve.draft_ms)
-    rec = recs.recording("code")
-    rates = rec.turns[1].accepted_by_position
-    table = Table("verify n tokens", "ms here", "target steps here", "a GPU's (what-if)",
+    rec, accept, measured = _race(recs, "code")
+    costs = figures.race_costs(curve, rec)
+    gpu = figures.h200_costs(costs)
+    timed = len(curve.verify_ms)
+    table = Table("verify n tokens", "ms timed here", "target steps here", "an H200's steps",
                   box=None)
-    for n in range(1, len(curve.verify_ms) + 1):
-        table.add_row(str(n), f"{curve.verify_ms[n - 1]:.1f}", f"{costs.steps(n):.2f}",
-                      f"{1 + FLAT_SLOPE * (n - 1):.2f}")
-    gains = Table("draft k", "speedup here", "on a GPU's curve", box=None,
-                  title=f"with code's acceptance and a draft step of {curve.draft_ms:.1f} ms "
-                        f"({costs.draft_steps:.2f} target steps)", title_justify="left")
-    for k in range(1, min(len(rates), len(curve.verify_ms) - 1) + 1):
-        gains.add_row(str(k), f"{speedup(costs, rates, k):.2f}x",
-                      f"{speedup(costs.flat(), rates, k):.2f}x")
-    return Demo(Group(table, Text(), gains), (curve.source, rec.source))
+    for n in (1, 2, 3, 4, 8, 9):
+        if n <= timed:
+            table.add_row(str(n), f"{curve.verify_ms[n - 1]:.1f}", f"{costs.steps(n):.2f}",
+                          f"{gpu.steps(n):.2f}")
+    parts: list[RenderableType] = [table, Text(
+        f"in the race of the next step (code), a target step took "
+        f"{costs.verify[0] + costs.between:.1f} ms (its pass {costs.verify[0]:.1f} ms, and "
+        f"{costs.between:.1f} ms of sampling and Python, which a round pays once too), and a "
+        f"drafted token {costs.draft:.1f} ms = {costs.draft_steps:.2f} of a target step (a draft "
+        f"pass timed alone: {curve.draft_ms:.1f} ms; in a round the draft also reads the last "
+        "round's token). The speedups below are on those costs.")]
+    checks = []
+    if accept is not None:
+        gains = Table("draft k", "expected tokens a round", "speedup here",
+                      "on an H200's curve", "a free drafter here", box=None,
+                      title=f"with code's acceptance ({fmt(rec.turns[1].acceptance_rate, '.0%')} "
+                            "of drafts stood)", title_justify="left")
+        for k in range(1, figures.K_MAX + 1):
+            guessed = accept.rate(k - 1)[1] or k + 1 > timed
+            mark = " *" if guessed else ""
+            gains.add_row(str(k), f"{accept.expected(k):.2f}{mark}",
+                          f"{figures.gains(costs, accept, k):.2f}x{mark}",
+                          f"{figures.gains(gpu, accept, k):.2f}x{mark}",
+                          f"{figures.gains(costs.free_drafter(), accept, k):.2f}x{mark}")
+        k = len(accept.rates)
+        even = break_even(costs, k)
+        parts += [Text(), gains, Text(
+            f"* past the {len(accept.rates)} positions the reply drafted (at a = "
+            f"{accept.pooled:.2f}) or the {timed} verify sizes timed: extrapolated"),
+                  Text(f"break-even at k={k} here: "
+                       + (f"{even:.0%} of drafts standing at every position" if even else
+                          "none (even drafts that always stand lose)"))]
+        if measured is not None:
+            check = figures.Check(f"code ({rec.drafter}): speedup", figures.predicted_race(
+                curve, rec, accept), measured)
+            parts.append(Text(f"the race in the next step measured {measured.shown('.2f', 'x')} "
+                              f"at k={k}; for its rounds as they ran this curve predicts "
+                              f"{check.predicted:.2f}x: " + ("agree" if check.agrees else
+                                                            "DISAGREE")))
+            checks.append(check)
+    return Demo(Group(*parts), (curve.source, rec.source, figures.H200_SOURCE), tuple(checks))
 
 
-def _race_table(recs: Recordings, kinds: tuple[str, ...], arm: str, styles: Styles
-                ) -> tuple[Table, list[str]]:
-    table = Table("prompt", "target alone", "speculative", "speedup", "drafts standing",
-                  box=None)
-    sources = []
-    for kind in kinds:
-        rec = recs.recording(kind, arm)
+def _race_table(recs: Recordings, rows: tuple[tuple[str, str], ...], styles: Styles
+                ) -> tuple[Table, list[str], list[Check], list[str]]:
+    """Each (kind, arm) raced: the measured speedup with its interval, the speedup the curve
+    predicts for it, and a line on each figure a run this short cannot settle."""
+    curve = recs.curve()
+    table = Table("prompt", "target alone", "speculative", "speedup (95%)", "predicted",
+                  "drafts standing", box=None)
+    sources, checks, unsettled = [], [], []
+    for kind, arm in rows:
+        rec, accept, measured = _race(recs, kind, arm)
         plain, spec = rec.turns
-        ratio = (spec.tokens_per_second / plain.tokens_per_second
-                 if spec.tokens_per_second and plain.tokens_per_second else None)
-        style = styles[TokenKind.ACCEPTED if ratio and ratio >= 1 else TokenKind.REJECTED]
-        table.add_row(f"{kind} ({rec.drafter})", _rate(plain), _rate(spec),
-                      Text(fmt(ratio, ".2f", "x"), style), fmt(spec.acceptance_rate, ".0%"))
+        predicted = (figures.predicted_race(curve, rec, accept) if accept is not None
+                     else None)
+        shown = Text("-")
+        if measured is not None:
+            won = measured.value >= 1
+            shown = Text(measured.shown(".2f", "x"),
+                         styles[TokenKind.ACCEPTED if won else TokenKind.REJECTED])
+            if not measured.settled():
+                unsettled.append(f"{kind}: this run does not settle whether it wins "
+                                 "(its interval holds 1.00x): a longer run (--tokens) would")
+            if predicted is not None:
+                checks.append(figures.Check(f"{kind} ({rec.drafter}): speedup", predicted,
+                                            measured))
+        table.add_row(f"{kind} ({rec.drafter})", _rate(plain), _rate(spec), shown,
+                      fmt(predicted, ".2f", "x"), fmt(spec.acceptance_rate, ".0%"))
         sources.append(rec.source)
-    return table, sources
+    return table, sources, checks, unsettled
 
 
 def prose_vs_code(recs: Recordings, styles: Styles) -> Demo:
-    table, sources = _race_table(recs, ("code", "prose"), "draft", styles)
+    rows = (("code", "draft"), ("prose", "draft"), ("edit", "ngram"))
+    table, sources, checks, unsettled = _race_table(recs, rows, styles)
+    lines = [Text(f"{c.figure.split(':')[0]} {'wins' if c.measured.value >= 1 else 'loses'}: "
+                  f"{c.measured.value:.2f}x, where the previous step's costs predict "
+                  f"{c.predicted:.2f}x") for c in checks]
     return Demo(Group(Text("decode rates, each reply generated alone (speedup: the two rates' "
-                           "ratio)"), table), tuple(sources))
+                           "ratio; predicted: the previous step's costs at the reply's own "
+                           "acceptance)"), table, Text(), *lines, _why(recs),
+                      *[Text(u, style="italic") for u in unsettled]),
+                tuple(dict.fromkeys(sources)), tuple(checks))
+
+
+def _why(recs: Recordings) -> Text:
+    """Why a model draft wins or loses here, from the previous step's costs."""
+    curve = recs.curve()
+    rec, accept, _ = _race(recs, "code")
+    costs = figures.race_costs(curve, rec)
+    k = len(accept.rates) if accept else 3
+    even = break_even(costs, k)
+    verdict = (f"at k={k} its drafts must stand {even:.0%} of the time (at every position) to "
+               "break even" if even else
+               f"at k={k} it loses even where every draft stands: the round costs more than "
+               f"the {k + 1} tokens it can give")
+    return Text(f"why, from the previous step's costs: a drafted token costs "
+                f"{costs.draft_steps:.2f} of a target step and a verify of {k + 1} rows "
+                f"{costs.steps(k + 1):.2f} steps, so {verdict}; n-gram drafts cost nothing to "
+                "make, only their rows in the verify")
 
 
 def ngram(recs: Recordings, styles: Styles) -> Demo:
-    table, sources = _race_table(recs, ("edit",), "ngram", styles)
+    table, sources, checks, unsettled = _race_table(recs, (("edit", "ngram"),), styles)
     rec = recs.recording("edit", "ngram")
     reply = _reply_so_far(rec.speculative, 10**9, styles, chars=400)
-    return Demo(Group(table, Text(), Text("the reply, drafts that stood in their colour:"),
-                      reply), tuple(sources))
+    return Demo(Group(table, *[Text(u, style="italic") for u in unsettled], Text(),
+                      Text("the reply, drafts that stood in their colour:"), reply),
+                tuple(sources), tuple(checks))
 
 
 def draft_choice(recs: Recordings, styles: Styles) -> Demo:
     table = Table("draft", "drafts standing", "draft ms a token", "decode rate",
-                  "speedup (same target alone)", box=None)
+                  "speedup (same target alone, 95%)", box=None)
     sources = []
     for arm in ("draft", "other"):
-        rec = recs.recording("code", arm)
-        plain, spec = rec.turns
-        rounds = [r for r, _ in _rounds(rec.speculative) if r.drafted]
-        per_token = (1000 * sum(r.draft_s for r in rounds) / sum(r.drafted for r in rounds)
-                     if rounds else None)
-        ratio = (spec.tokens_per_second / plain.tokens_per_second
-                 if spec.tokens_per_second and plain.tokens_per_second else None)
-        table.add_row(rec.drafter, fmt(spec.acceptance_rate, ".0%"), fmt(per_token, ".1f"),
-                      _rate(spec), fmt(ratio, ".2f", "x"))
+        rec, _, measured = _race(recs, "code", arm)
+        table.add_row(rec.drafter, fmt(rec.turns[1].acceptance_rate, ".0%"),
+                      fmt(figures.draft_ms_of(rec), ".1f"), _rate(rec.turns[1]),
+                      measured.shown(".2f", "x") if measured else "-")
         sources.append(rec.source)
     return Demo(Group(Text("the code prompt, each draft against the target alone"), table),
                 tuple(sources))

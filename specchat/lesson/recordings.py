@@ -31,7 +31,7 @@ ARMS = ("draft", "ngram", "other")
 the traces), the n-gram drafter, or another draft model (SmolLM2-135M)."""
 OTHER_DRAFT = "smollm2-135m-instruct-q4_1"
 SHIPPED = {("draft", kind): f"{kind}-0.5b-draft-k3" for kind in ("code", "prose", "short", "domain")}
-SHIPPED |= {("ngram", "edit"): "edit-ngram-k4", ("other", "code"): "code-smollm2-k3"}
+SHIPPED |= {("ngram", "edit"): "edit-ngram-k3", ("other", "code"): "code-smollm2-k3"}
 ROWS_FILE = "sampling-rows.json"
 TOP_TOKENS = 8
 """The tokens a Rows keeps by name (the most likely of p and of q); the rest is one entry."""
@@ -95,6 +95,11 @@ class Recordings(Protocol):
         """Make everything again at the next ask (the lesson's `run again`)."""
 
 
+def _recorded(meta: dict[str, object]) -> str:
+    """When and where a shipped trace was recorded, as its header says."""
+    return str(meta.get("recorded", "on a machine its header does not name"))
+
+
 def _turn(events: list[Event]) -> TurnEvent:
     last = events[-1] if events else None
     if not isinstance(last, TurnEvent):
@@ -116,8 +121,8 @@ class TraceRecordings:
         turn = _turn(spec.events)
         return Recording(spec.prompt, len(turn.prompt_token_ids), plain.events, spec.events,
                          str(spec.meta.get("draft", "?")),
-                         f"shipped traces {name} and {kind}-target-only, timed where they were "
-                         "recorded")
+                         f"shipped traces {name} and {kind}-target-only, recorded "
+                         f"{_recorded(spec.meta)}")
 
     def curve(self) -> Curve:
         """From the recorded rounds: a verify of n tokens is a round that drafted n - 1."""
@@ -134,13 +139,13 @@ class TraceRecordings:
         draft_ms = 1000 * sum(r.draft_s for r in drafted) / sum(r.drafted for r in drafted)
         return Curve(tuple(statistics.median(by_size[n]) for n in sizes), draft_ms,
                      "the shipped code and prose traces' rounds (median verify time by size), "
-                     "timed where they were recorded")
+                     f"recorded {_recorded(read_trace(SHIPPED['draft', 'code']).meta)}")
 
     def rows(self) -> Rows:
         data = json.loads((resource_dir("traces") / ROWS_FILE).read_text(encoding="utf-8"))
         return Rows(tuple(data["labels"]), tuple(data["p"]), tuple(data["q"]), data["context"],
                     f"{ROWS_FILE}: {data['target']} and {data['draft']} at temperature "
-                    f"{data['temperature']}, recorded with specchat")
+                    f"{data['temperature']}, recorded with specchat {_recorded(data)}")
 
     def forget(self) -> None:
         """Recorded: nothing to make again."""
@@ -255,8 +260,8 @@ class LiveRecordings(_Cached):
         engine.clear_caches()
         context = "".join(e.text for e in tokens[:cut])[-60:]
         return top_rows(p, q, lambda i: target.token_bytes(i).decode("utf-8", "replace"), context,
-                        f"{target.name} and {model.name} at temperature {ROWS_TEMPERATURE}, "
-                        "evaluated here now")
+                        f"evaluated here now: {target.name} and {model.name} at temperature "
+                        f"{ROWS_TEMPERATURE}")
 
 
 class ServerRecordings(_Cached):

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from support.models import load
 from support.processes import specchat
 
-from specchat.bench.report import ALL, leviathan_tokens, summarize
+from specchat.bench.report import ALL, summarize
+from specchat.engine.policy.rates import leviathan_tokens
 from specchat.bench.runner import Arm, Run, load_prompts, run_suite
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import RoundEvent

@@ -54,7 +54,7 @@ def test_the_client_install_compiles_nothing_and_chats_with_a_server(spec_server
     served = client("ask", "hello", "--server", spec_server.url, "--max-tokens", "8", "--json")
     assert served.returncode == 0, served.stderr
     assert json.loads(served.stdout.splitlines()[-1])["n_tokens"] == 8
-    room = Served(tmp_path, "replay", "edit-ngram-k4", "--speed", "4",
+    room = Served(tmp_path, "replay", "edit-ngram-k3", "--speed", "4",
                   program=[str(venv / "bin" / "specchat")], env={"PYTHONPATH": ""})
     try:
         with browser(chromium) as b:

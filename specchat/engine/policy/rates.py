@@ -95,6 +95,13 @@ def expected_tokens(accept: list[float]) -> float:
     return total
 
 
+def leviathan_tokens(alpha: float, gamma: float) -> float:
+    """Expected tokens of a round that drafts `gamma` tokens, each standing with probability
+    `alpha` independently: (1 - alpha^(gamma+1)) / (1 - alpha). Divided by the round's cost in
+    target steps (gamma * c + verify cost) it is the paper's expected speedup."""
+    return gamma + 1 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
 def ema(table: dict, key: object, value: float, weight: float) -> None:
     """Move `table[key]` by `weight` towards `value` (set it where there is none)."""
     old = table.get(key)

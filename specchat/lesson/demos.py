@@ -21,7 +21,7 @@ from specchat.engine.verify import verify_sampling
 from specchat.errors import SpecchatError
 from specchat.lesson import figures
 from specchat.lesson.figures import Acceptance, Check, Measured
-from specchat.lesson.recordings import Curve, Recording, Recordings
+from specchat.lesson.recordings import Recording, Recordings
 from specchat.numbers import fmt, mean, percentile
 
 Styles = dict[TokenKind, Style]

@@ -16,12 +16,12 @@ from support.models import load
 from support.processes import specchat
 
 from specchat.bench.report import ALL, summarize
-from specchat.engine.policy.rates import leviathan_tokens
 from specchat.bench.runner import Arm, Run, load_prompts, run_suite
 from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
 from specchat.engine.events import RoundEvent
 from specchat.engine.loop import DraftSettings
 from specchat.engine.policy import expected_tokens
+from specchat.engine.policy.rates import leviathan_tokens
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import SpecchatError
 

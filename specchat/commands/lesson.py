@@ -7,10 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specchat import settings as settings_schema
 from specchat.lesson.script import Lesson
 from specchat.settings import Settings
+
+if TYPE_CHECKING:
+    from specchat.lesson.recordings import Recordings
 
 TOKENS = 64
 """Tokens of each reply a live demonstration generates: enough to show a round's shape, short
@@ -39,7 +43,12 @@ def add_parser(sub: argparse._SubParsersAction, defaults: Settings) -> None:
     lesson.add_argument("--list", action="store_true",
                         help="print the steps, the demonstrations, and the lesson file")
     lesson.add_argument("--export", type=Path, metavar="DIR",
-                        help="write every step as SVG and HTML slides to DIR instead")
+                        help="write every step as SVG and HTML slides to DIR instead (and the "
+                             "presenter's notes, presenter-notes.md)")
+    lesson.add_argument("--rehearse", action="store_true",
+                        help="run every step's demonstration once and print each step's time "
+                             "and any figure whose prediction and measurement disagree (exit "
+                             "status 1 where one does)")
     lesson.add_argument("--theme", default="specchat-projector",
                         help="the theme of --export's slides (default: %(default)s)")
     settings_schema.add_arguments(lesson, defaults)
@@ -65,6 +74,7 @@ def why_no_models(settings: Settings) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The lesson in the app, or offline: --list, --export, --rehearse."""
     from specchat.errors import SpecchatError
     from specchat.lesson.demos import DEMOS
     from specchat.lesson.script import load_lesson
@@ -73,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         print(f"{lesson.title} ({lesson.path})")
         for n, step in enumerate(lesson.steps, 1):
-            print(f"{n:>3}. {step.title:<40} demo: {step.demo}")
+            print(f"{n:>3}. {step.title:<40} demo: {step.demo:<14} {step.minutes:g} min")
         print("demonstrations: " + ", ".join(DEMOS))
         return 0
     if not 1 <= args.start <= len(lesson.steps):
@@ -85,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
     if not traces and (why := why_no_models(settings)):
         print(f"specchat lesson: on the shipped traces ({why})", file=sys.stderr)
         traces = True
-    if args.export:
-        return _export(args, lesson, settings, traces)
+    if args.export or args.rehearse:
+        return _offline(args, lesson, settings, traces)
     from specchat.ui.app import SpecchatApp
     from specchat.ui.launch import Launch, LessonLaunch
 
@@ -95,11 +105,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _export(args: argparse.Namespace, lesson: Lesson, settings: Settings, traces: bool) -> int:
+def _offline(args: argparse.Namespace, lesson: Lesson, settings: Settings, traces: bool) -> int:
+    """--export or --rehearse: every step's demonstration, outside the app."""
     from specchat.keeper import ModelKeeper
-    from specchat.lesson.recordings import LiveRecordings, Recordings, TraceRecordings
+    from specchat.lesson.recordings import LiveRecordings, TraceRecordings
     from specchat.native import model_thread
-    from specchat.ui.export import export_lesson
 
     recordings: Recordings
     if traces:
@@ -119,6 +129,26 @@ def _export(args: argparse.Namespace, lesson: Lesson, settings: Settings, traces
         keeper.warm_up(engine)
         recordings = LiveRecordings(keeper, engine, lesson.prompts, args.tokens)
     print(f"running {len(lesson.steps)} demonstrations on {recordings.where}…", file=sys.stderr)
+    if args.rehearse:
+        return _rehearse(lesson, recordings)
+    from specchat.ui.export import export_lesson
+
     files = export_lesson(lesson, recordings, args.export, args.theme)
     print(f"wrote {len(files)} files to {args.export.resolve()}")
     return 0
+
+
+def _rehearse(lesson: Lesson, recordings: Recordings) -> int:
+    from specchat.lesson.rehearsal import rehearse, report_line
+
+    steps = []
+    for rehearsed in rehearse(lesson, recordings):
+        print(report_line(rehearsed), flush=True)
+        steps.append(rehearsed)
+    bad = [s for s in steps if s.error or s.disagreeing]
+    made = sum(s.seconds for s in steps)
+    planned = sum(s.minutes for s in steps)
+    print(f"demonstrations made in {made:.0f} s; the lesson gives its steps {planned:g} min; "
+          + (f"{len(bad)} steps to look at before the room" if bad else
+             "every predicted figure agrees with its measurement"))
+    return 1 if bad else 0

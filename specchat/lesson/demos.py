@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from rich.console import Group, RenderableType
@@ -36,6 +36,9 @@ class Demo:
     """Where the figures come from, one line each."""
     checks: tuple[Check, ...] = ()
     """Each figure it predicts beside the one it measured."""
+    uses: frozenset[tuple[str, ...]] = frozenset()
+    """The recordings it was made from (`Recordings.take_reads`): running it again makes
+    these again, and every step made from one of them."""
 
 
 def _rounds(events: list[Event]) -> list[tuple[RoundEvent, list[TokenEvent]]]:
@@ -483,4 +486,6 @@ DEMOS: dict[str, Callable[[Recordings, Styles], Demo]] = {
 
 
 def run_demo(name: str, recs: Recordings, styles: Styles) -> Demo:
-    return DEMOS[name](recs, styles)
+    recs.take_reads()
+    demo = DEMOS[name](recs, styles)
+    return replace(demo, uses=recs.take_reads())

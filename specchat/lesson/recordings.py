@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
@@ -91,8 +91,11 @@ class Recordings(Protocol):
 
     def rows(self) -> Rows: ...
 
-    def forget(self) -> None:
-        """Make everything again at the next ask (the lesson's `run again`)."""
+    def take_reads(self) -> frozenset[tuple[str, ...]]:
+        """What was asked for since the last call: a demonstration's recordings."""
+
+    def forget(self, keys: Iterable[tuple[str, ...]]) -> None:
+        """Make these again at the next ask (the lesson's `run again`)."""
 
 
 def _recorded(meta: dict[str, object]) -> str:
@@ -147,7 +150,11 @@ class TraceRecordings:
                     f"{ROWS_FILE}: {data['target']} and {data['draft']} at temperature "
                     f"{data['temperature']}, recorded with specchat {_recorded(data)}")
 
-    def forget(self) -> None:
+    def take_reads(self) -> frozenset[tuple[str, ...]]:
+        """Recorded: nothing is made, nothing to make again."""
+        return frozenset()
+
+    def forget(self, keys: Iterable[tuple[str, ...]]) -> None:
         """Recorded: nothing to make again."""
 
 
@@ -171,14 +178,22 @@ class _Cached:
         self.prompts = prompts
         self.traces = TraceRecordings()
         self.made: dict[tuple[str, ...], object] = {}
+        self.reads: set[tuple[str, ...]] = set()
         self.lock = threading.RLock()
 
-    def forget(self) -> None:
+    def take_reads(self) -> frozenset[tuple[str, ...]]:
         with self.lock:
-            self.made.clear()
+            reads, self.reads = frozenset(self.reads), set()
+            return reads
+
+    def forget(self, keys: Iterable[tuple[str, ...]]) -> None:
+        with self.lock:
+            for key in keys:
+                self.made.pop(key, None)
 
     def _once(self, key: tuple[str, ...], make: Callable[[], T]) -> T:
         with self.lock:
+            self.reads.add(key)
             if key not in self.made:
                 self.made[key] = make()
             return self.made[key]  # type: ignore[return-value]  # what make() gave for key

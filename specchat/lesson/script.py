@@ -22,6 +22,12 @@ class Step:
     say: tuple[str, ...]
     question: str
     demo: str
+    answer: str = ""
+    """The answer to the question: the presenter's alone."""
+    notes: str = ""
+    """What the presenter may add: the presenter's alone."""
+    minutes: float = 0.0
+    """The time the step is given (0: not said)."""
 
 
 @dataclass(frozen=True)
@@ -54,10 +60,15 @@ def load_lesson(path: Path | None, demos: frozenset[str]) -> Lesson:
     for n, raw in enumerate(data.get("step", []), start=1):
         try:
             step = Step(str(raw["title"]), tuple(str(line) for line in raw["say"]),
-                        str(raw.get("question", "")), str(raw["demo"]))
-        except (KeyError, TypeError):
+                        str(raw.get("question", "")), str(raw["demo"]),
+                        str(raw.get("answer", "")), str(raw.get("notes", "")),
+                        float(raw.get("minutes", 0)))
+        except (KeyError, TypeError, ValueError):
             raise SpecchatError(f"{path}: step {n} needs title, say (a list of lines) and "
-                                "demo") from None
+                                "demo; minutes, where given, is a number") from None
+        if step.minutes < 0:
+            raise SpecchatError(f"{path}: step {n} ({step.title}): minutes {step.minutes:g} "
+                                "is less than 0")
         if step.demo not in demos:
             raise SpecchatError(f"{path}: step {n} ({step.title}) runs demo '{step.demo}', "
                                 f"which is none of {', '.join(sorted(demos))}")
@@ -65,3 +76,8 @@ def load_lesson(path: Path | None, demos: frozenset[str]) -> Lesson:
     if not steps:
         raise SpecchatError(f"{path}: no [[step]] in it")
     return Lesson(str(data.get("title", "specchat lesson")), tuple(steps), dict(prompts), path)
+
+
+def minutes_before(lesson: Lesson, index: int) -> float:
+    """The minutes the steps before step `index` are given."""
+    return sum(step.minutes for step in lesson.steps[:index])

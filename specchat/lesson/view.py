@@ -10,11 +10,13 @@ from rich.rule import Rule
 from rich.text import Text
 
 from specchat.lesson.demos import Demo
-from specchat.lesson.script import Lesson
+from specchat.lesson.script import Lesson, Step, minutes_before
 
 
-def step_view(lesson: Lesson, index: int, demo: Demo | None, note: str = "") -> RenderableType:
-    """Step `index` (from 0); `demo` None while it runs (`note` says what it waits for)."""
+def step_view(lesson: Lesson, index: int, demo: Demo | None, note: str = "",
+              presenter: bool = False) -> RenderableType:
+    """Step `index` (from 0); `demo` None while it runs (`note` says what it waits for);
+    `presenter`: with the answer, the notes and the step's time, which attendees never see."""
     step = lesson.steps[index]
     parts: list[RenderableType] = [
         Text(f"{lesson.title} · step {index + 1} of {len(lesson.steps)}", style="dim"),
@@ -28,7 +30,35 @@ def step_view(lesson: Lesson, index: int, demo: Demo | None, note: str = "") -> 
         parts += [Text(f"from: {source}", style="dim italic") for source in demo.sources]
     if step.question:
         parts += [Rule(style="dim"), Text(f"For the room: {step.question}", style="bold")]
+    if presenter:
+        parts += [Rule("for the presenter only", style="dim"), *presenter_lines(lesson, index)]
     return Group(*parts)
+
+
+def presenter_lines(lesson: Lesson, index: int) -> list[Text]:
+    """The step's answer, notes and time, as the presenter's view shows them."""
+    step: Step = lesson.steps[index]
+    lines = []
+    if step.minutes:
+        total = minutes_before(lesson, len(lesson.steps))
+        lines.append(Text(f"time: {step.minutes:g} min (from minute "
+                          f"{minutes_before(lesson, index):g} of {total:g})", style="italic"))
+    if step.answer:
+        lines.append(Text(f"answer: {step.answer}", style="italic"))
+    if step.notes:
+        lines.append(Text(f"notes: {step.notes}", style="italic"))
+    return lines or [Text("(no answer or notes in the lesson file)", style="dim")]
+
+
+def presenter_notes(lesson: Lesson) -> str:
+    """Every step's answer, notes and time, as a Markdown page beside exported slides."""
+    out = [f"# {lesson.title}: the presenter's notes", ""]
+    for index, step in enumerate(lesson.steps):
+        out += [f"## {index + 1}. {step.title}", ""]
+        if step.question:
+            out += [f"For the room: {step.question}", ""]
+        out += [f"- {line.plain}" for line in presenter_lines(lesson, index)] + [""]
+    return "\n".join(out)
 
 
 def stem(lesson: Lesson, index: int) -> str:

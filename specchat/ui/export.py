@@ -21,7 +21,7 @@ from specchat.errors import SpecchatError
 from specchat.lesson.demos import run_demo
 from specchat.lesson.recordings import Recordings
 from specchat.lesson.script import Lesson
-from specchat.lesson.view import stem, step_view
+from specchat.lesson.view import presenter_notes, stem, step_view
 from specchat.trace import Trace
 from specchat.ui.app import SpecchatApp
 from specchat.ui.launch import Launch
@@ -95,4 +95,6 @@ def export_lesson(lesson: Lesson, recordings: Recordings, out: Path,
         view = step_view(lesson, index, run_demo(step.demo, recordings, styles))
         files += write_renderable(view, theme, out, stem(lesson, index),
                                   f"specchat · {step.title}", formats)
-    return files
+    notes = out / "presenter-notes.md"
+    notes.write_text(presenter_notes(lesson), encoding="utf-8")
+    return [*files, notes]

@@ -8,7 +8,10 @@ internet (a workshop room may have none), a history file per tab, so attendees n
 each other's conversations, and on a network an access code: a page or websocket request
 without the room's code gets a page saying to ask the host, and no app process starts. The
 tab opened with the presenter's code leads the lesson (specchat/lesson/follow.py): the others
-follow its step.
+follow its step. The page drops both codes from its address bar once it has them (the access
+code lives on in a cookie, the presenter's in that tab's own sessionStorage, sent in the
+websocket's path), so a projected address bar shows neither, and another tab of the
+presenter's browser opened on the attendees' address follows like any other.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ EXPOSED_WARNING = (
 
 
 COOKIE = "specchat_room"
-PRESENTER_COOKIE = "specchat_presenter"
+LEAD_PATH = "/ws/lead/{code}"
+"""The websocket of a tab holding the presenter's code (the page adds it to the path)."""
 CODE_NOTE = (
     "note: specchat serve at {endpoint} lets in only requests with this room's access code, "
     "which the address below carries: share that address with the room only (--open drops the "
@@ -90,8 +94,14 @@ class TabServer(Server):
         """textual-serve sets one command for every tab; specchat's is built per tab."""
 
     def presents(self, request: web.Request) -> bool:
-        given = request.query.get("presenter") or request.cookies.get(PRESENTER_COOKIE, "")
+        """Whether the websocket came from a tab holding the presenter's code."""
+        given = request.match_info.get("code", "")
         return hmac.compare_digest(given.encode(), self.presenter_code.encode())
+
+    async def _make_app(self) -> web.Application:
+        app = await super()._make_app()
+        app.router.add_get(LEAD_PATH, self.handle_websocket)
+        return app
 
     def admits(self, request: web.Request) -> bool:
         """The page with the code in its address; its websocket with the cookie the page set
@@ -138,9 +148,6 @@ class TabServer(Server):
         page = aiohttp_jinja2.render_template("app_index.html", request, self._context(request))
         if self.code:
             page.set_cookie(COOKIE, self.code, httponly=True, samesite="Strict")
-        if "presenter" in request.query and self.presents(request):
-            page.set_cookie(PRESENTER_COOKIE, self.presenter_code, httponly=True,
-                            samesite="Strict")
         return page
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:

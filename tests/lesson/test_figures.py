@@ -108,6 +108,16 @@ def test_every_prediction_agrees_with_its_measurement_live_on_the_tiny_pair(tiny
     try:
         recs = LiveRecordings(keeper, engine, lesson.prompts, 48)
         demos = {name: run_demo(name, recs, STYLES) for name in DEMOS}
+        # `r` on a step makes its recordings again, and only those: the steps showing the same
+        # round keep showing one
+        code, edit = demos["acceptance"].uses, demos["ngram"].uses
+        assert ("rec", "code", "draft") in code and ("rec", "edit", "ngram") in edit
+        assert ("rec", "code", "draft") in demos["verify_curve"].uses and not code & edit
+        shown = recs.recording("code")
+        recs.forget(edit)
+        assert recs.recording("code") is shown
+        recs.forget(code)
+        assert recs.recording("code") is not shown
     finally:
         engine.close()
     checks = _checked(demos)

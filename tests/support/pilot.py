@@ -63,5 +63,6 @@ async def say(app, pilot, text: str) -> None:
                 and not app.chat_screen.busy)
 
 
-def run_async(scenario) -> None:
-    asyncio.run(scenario())
+def run_async(scenario):
+    """Run the scenario coroutine function to its end, and give back what it returns."""
+    return asyncio.run(scenario())

@@ -4,7 +4,9 @@ it steps away, and f brings it back; the demonstrations run live on the tiny pai
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 from html import unescape
 from pathlib import Path
 
@@ -44,7 +46,7 @@ def test_keys_step_through_the_lesson_and_f8_writes_the_step_on_screen(tiny, tmp
                         and "shipped traces" in _shown(app))  # drawn, not only made
             await pilot.press("right", "space")
             await _at_step(app, pilot, 3)
-            await until(pilot, lambda: "The target checks them in one pass" in _shown(app))
+            await until(pilot, lambda: "The KV cache: what each model keeps" in _shown(app))
             await pilot.press("left")
             await _at_step(app, pilot, 2)
             app.action_slides(out=tmp_path / "slides")
@@ -108,7 +110,8 @@ def test_the_demonstrations_run_live_on_the_loaded_pair(tiny, tmp_path, monkeypa
                             and (n - 1) in app.screen.demos, timeout=120)
                 sources = app.screen.demos[n - 1].sources
                 assert sources and all("failed" not in s for s in sources)
-                if n == 9:  # the other draft is not installed: its row says so
+                if app.screen.lesson.steps[n - 1].demo == "draft_choice":
+                    # the other draft is not installed: its row says so
                     assert any("is not installed here" in s for s in sources)
                 elif n == 1:
                     assert sources[0].startswith("generated here now: tiny-target")
@@ -133,3 +136,53 @@ def test_the_first_run_layout_offer_does_not_cover_a_lesson(tiny, tmp_path, monk
             assert isinstance(app.screen, LessonScreen)
             assert not any(isinstance(s, LayoutOfferScreen) for s in app.screen_stack)
     run_async(scenario)
+
+
+def test_the_answer_and_notes_are_the_presenters_and_never_an_attendees(tiny, tmp_path,
+                                                                        monkeypatch):
+    async def scenario(role: str | None) -> str:
+        monkeypatch.setenv(SYNC_ENV, str(tmp_path / f"{role}-step.json"))
+        if role:
+            monkeypatch.setenv(ROLE_ENV, role)
+        else:
+            monkeypatch.delenv(ROLE_ENV, raising=False)
+        app = _lesson_app(tiny, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await _at_step(app, pilot, 1)
+            assert "answer:" not in _shown(app)
+            await pilot.press("a")
+            await pilot.pause(0.2)
+            return _shown(app)
+    presenter = run_async(lambda: scenario(PRESENTER))
+    assert "for the presenter only" in presenter and "answer: Less than two steps" in presenter
+    assert "time: 3 min (from minute 0 of 45)" in presenter
+    assert "answer:" not in run_async(lambda: scenario(None))
+
+
+def test_a_second_presenter_tab_follows_until_it_takes_the_lead(tiny, tmp_path, monkeypatch):
+    """The first presenter's tab is another live process here (its id in the file)."""
+    sync = tmp_path / "lesson-step.json"
+    first = subprocess.Popen(["sleep", "60"])
+    try:
+        sync.write_text(json.dumps({"step": 2, "leader": first.pid}), encoding="utf-8")
+        monkeypatch.setenv(SYNC_ENV, str(sync))
+        monkeypatch.setenv(ROLE_ENV, PRESENTER)
+
+        async def scenario():
+            app = _lesson_app(tiny, tmp_path)
+            async with app.run_test(size=SIZE) as pilot:
+                await _at_step(app, pilot, 3)  # it follows the leading tab to its step
+                assert "another presenter's tab leads: t takes the lead" in app.screen.sub_title
+                await pilot.press("right")
+                await _at_step(app, pilot, 4)
+                assert LessonSync(sync, False).read() == 2  # a follower does not lead
+                await pilot.press("t")
+                await until(pilot, lambda: LessonSync(sync, False).read() == 3)
+                assert app.screen.sub_title.startswith("presenting")
+                sync.write_text(json.dumps({"step": 6, "leader": first.pid}), encoding="utf-8")
+                await _at_step(app, pilot, 7)  # the first took the lead back: this one follows
+        run_async(scenario)
+    finally:
+        first.kill()
+        first.wait()
+    assert LessonSync(sync, presenter=True).leads()  # the leader's process has ended

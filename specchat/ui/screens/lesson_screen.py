@@ -50,7 +50,9 @@ class LessonScreen(Screen):
         Binding("right,n,space", "go(1)", "Next", priority=True),
         Binding("left,b,p", "go(-1)", "Back", priority=True),
         Binding("r", "again", "Run again"),
+        Binding("a", "notes", "Answer & notes"),
         Binding("f", "follow", "Follow presenter", show=False),
+        Binding("t", "take_lead", "Take the lead", show=False),
         Binding("escape", "app.pop_screen", "Back to chat"),
     ]
 
@@ -61,8 +63,13 @@ class LessonScreen(Screen):
         self.index = min(max(start, 0), len(lesson.steps) - 1)
         self.demos: dict[int, Demo] = {}
         self.note = ""
-        self.following = sync is not None and not sync.presenter
-        """An attendee's tab goes where the presenter goes until it steps away."""
+        self.following = sync is not None and not sync.leads()
+        """An attendee's tab (or a presenter's tab another one leads) goes where the leading
+        presenter goes until it steps away."""
+        self.notes_shown = False
+        """The presenter's answer and notes under the step (never on an attendee's tab)."""
+        self.led_at: int | None = None
+        """The step this tab last led the room to (a presenter's tab that led)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -71,7 +78,7 @@ class LessonScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        if self.sync is not None and not self.sync.presenter:
+        if self.sync is not None:
             self.set_interval(FOLLOW_EVERY_S, self.follow_presenter)
             self.follow_presenter()
         self.show(self.index)
@@ -79,27 +86,33 @@ class LessonScreen(Screen):
     # -- the step on screen -------------------------------------------------------------------
     def show(self, index: int) -> None:
         self.index = index
-        if self.sync is not None:
-            self.sync.publish(index)
+        if self.sync is not None and self.sync.publish(index):  # only where this tab leads
+            self.led_at = index
         self.sub_title = self.where()
         self.draw()
         if index not in self.demos:
             self.run_step(index)
 
     def draw(self) -> None:
-        view = step_view(self.lesson, self.index, self.demos.get(self.index), self.note)
+        view = step_view(self.lesson, self.index, self.demos.get(self.index), self.note,
+                         presenter=self.notes_shown)
         self.query_one("#lesson-step", Static).update(view)
+
+    @property
+    def attendee(self) -> bool:
+        return self.sync is not None and not self.sync.presenter
 
     def where(self, presenter: int | None = None) -> str:
         """The subtitle; `presenter`: the presenter's step as last read."""
         if self.sync is None:
             return ""
-        if self.sync.presenter:
+        if self.sync.leads():
             return "presenting: every tab in the room follows this one"
+        lead = " (another presenter's tab leads: t takes the lead)" if self.sync.presenter else ""
         if self.following:
-            return "following the presenter"
+            return "following the presenter" + lead
         at = "" if presenter is None else f" (on step {presenter + 1})"
-        return f"on your own: f goes back to the presenter's step{at}"
+        return f"on your own: f goes back to the presenter's step{at}{lead}"
 
     def run_step(self, index: int) -> None:
         source = self.source()
@@ -149,20 +162,47 @@ class LessonScreen(Screen):
             self.show(target)
 
     def action_again(self) -> None:
-        """Make this step's recordings again (live sources generate anew)."""
+        """Make this step's recordings again (live sources generate anew), and drop every
+        step shown from one of them, so steps that show the same round keep showing one."""
         source = self.source()
-        if source.recordings is not None:
-            source.recordings.forget()
-        self.demos.pop(self.index, None)
+        shown = self.demos.pop(self.index, None)
+        if source.recordings is not None and shown is not None:
+            source.recordings.forget(shown.uses)
+            for index, demo in list(self.demos.items()):
+                if demo.uses & shown.uses:
+                    del self.demos[index]
         self.show(self.index)
 
+    def action_notes(self) -> None:
+        """Show or hide the answer and the notes: the presenter's (or a lone user's) alone."""
+        if self.attendee:
+            self.notify("the answer and the notes are the presenter's", severity="warning")
+            return
+        self.notes_shown = not self.notes_shown
+        self.draw()
+
     def action_follow(self) -> None:
-        if self.sync is not None and not self.sync.presenter:
+        if self.sync is not None and not self.sync.leads():
             self.following = True
             self.follow_presenter()
 
+    def action_take_lead(self) -> None:
+        """A presenter's tab another one leads takes the lead; that one then follows."""
+        if self.sync is not None and self.sync.presenter and self.sync.publish(
+                self.index, take_lead=True):
+            self.following = False
+            self.led_at = self.index
+            self.sub_title = self.where()
+
     def follow_presenter(self) -> None:
         assert self.sync is not None
+        if self.sync.leads():
+            self.following = False
+            self.sub_title = self.where()
+            return
+        if self.sync.presenter and not self.following and self.sync.read() is not None \
+                and self.index == self.led_at:  # it led, and another tab took the lead
+            self.following, self.led_at = True, None
         presenter = self.sync.read()
         if self.following and presenter is not None and presenter != self.index \
                 and presenter < len(self.lesson.steps):

@@ -19,7 +19,7 @@ from specchat.chat.session import ChatSession, Conversation
 from specchat.costs import Costs
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import Drafter, NoDrafter
-from specchat.engine.loop import GenerationSettings, SpeculativeEngine
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.loading import (
     build_engine,
     fit_drafter,
@@ -104,10 +104,12 @@ class ModelKeeper:
 
     def race(self, engine: SpeculativeEngine, text: str, cancel: threading.Event,
              on_lane: Callable[[int, str], None] | None = None, drafter: Drafter | None = None,
-             max_tokens: int | None = None) -> list[Lane]:
-        """Target-only, then the engine's own drafter (or `drafter`, with the engine's draft
-        settings), each alone from empty caches on the same prompt: the lanes a race plays side
-        by side. `max_tokens`: a shorter race than the settings' (the lesson's)."""
+             max_tokens: int | None = None, draft_settings: DraftSettings | None = None
+             ) -> list[Lane]:
+        """Target-only, then the engine's own drafter (or `drafter`), with the engine's draft
+        settings (or `draft_settings`), each alone from empty caches on the same prompt: the
+        lanes a race plays side by side. `max_tokens`: a shorter race than the settings' (the
+        lesson's)."""
         target = engine.target
         sampling = self.settings.sampling
         ids = ChatSession(engine, Conversation(system=sampling.system)).prompt(
@@ -117,8 +119,9 @@ class ModelKeeper:
         # the lanes are compared with each other on one clock: no baseline steps after them
         generation = replace(sampling.generation(), baseline_steps=0,
                              max_tokens=max_tokens or sampling.max_tokens)
-        drafting = engine if drafter is None else speculative_engine(
-            target, drafter, engine.sampling, engine.draft_settings, engine.rng)
+        drafting = engine if drafter is None and draft_settings is None else speculative_engine(
+            target, drafter or engine.drafter, engine.sampling,
+            draft_settings or engine.draft_settings, engine.rng)
         lanes = []
         for i, (label, racer) in enumerate((
                 ("target only", plain),

@@ -77,14 +77,17 @@ def run(args: argparse.Namespace) -> int:
     """The lesson in the app, or offline: --list, --export, --rehearse."""
     from specchat.errors import SpecchatError
     from specchat.lesson.demos import DEMOS
+    from specchat.lesson.exercises import EXERCISES
     from specchat.lesson.script import load_lesson
 
     lesson = load_lesson(args.file, frozenset(DEMOS))
     if args.list:
         print(f"{lesson.title} ({lesson.path})")
         for n, step in enumerate(lesson.steps, 1):
-            print(f"{n:>3}. {step.title:<40} demo: {step.demo:<14} {step.minutes:g} min")
+            what = f"exercise: {step.exercise}" if step.exercise else f"demo: {step.demo}"
+            print(f"{n:>3}. {step.title:<48} {what:<24} {step.minutes:g} min")
         print("demonstrations: " + ", ".join(DEMOS))
+        print("exercises: " + ", ".join(EXERCISES))
         return 0
     if not 1 <= args.start <= len(lesson.steps):
         raise SpecchatError(f"--start {args.start}: the lesson has steps 1-{len(lesson.steps)}")

@@ -276,7 +276,7 @@ def verify_curve(recs: Recordings, styles: Styles) -> Demo:
                           "none (even drafts that always stand lose)"))]
         if measured is not None:
             check = figures.Check(f"code ({rec.drafter}): speedup", figures.predicted_race(
-                curve, rec, accept), measured)
+                curve, rec, accept), measured, figures.left_out(curve, rec))
             parts.append(Text(f"the race in the next step measured {measured.shown('.2f', 'x')} "
                               f"at k={k}; for its rounds as they ran this curve predicts "
                               f"{check.predicted:.2f}x: " + ("agree" if check.agrees else
@@ -308,7 +308,7 @@ def _race_table(recs: Recordings, rows: tuple[tuple[str, str], ...], styles: Sty
                                  "(its interval holds 1.00x): a longer run (--tokens) would")
             if predicted is not None:
                 checks.append(figures.Check(f"{kind} ({rec.drafter}): speedup", predicted,
-                                            measured))
+                                            measured, figures.left_out(curve, rec)))
         table.add_row(f"{kind} ({rec.drafter})", _rate(plain), _rate(spec), shown,
                       fmt(predicted, ".2f", "x"), fmt(spec.acceptance_rate, ".0%"))
         sources.append(rec.source)
@@ -320,12 +320,19 @@ def prose_vs_code(recs: Recordings, styles: Styles) -> Demo:
     table, sources, checks, unsettled = _race_table(recs, rows, styles)
     lines = [Text(f"{c.figure.split(':')[0]} {'wins' if c.measured.value >= 1 else 'loses'}: "
                   f"{c.measured.value:.2f}x, where the previous step's costs predict "
-                  f"{c.predicted:.2f}x") for c in checks]
+                  f"{c.predicted:.2f}x" + _parting(c)) for c in checks]
     return Demo(Group(Text("decode rates, each reply generated alone (speedup: the two rates' "
                            "ratio; predicted: the previous step's costs at the reply's own "
                            "acceptance)"), table, Text(), *lines, _why(recs),
                       *[Text(u, style="italic") for u in unsettled]),
                 tuple(dict.fromkeys(sources)), tuple(checks))
+
+
+def _parting(check: Check) -> str:
+    """What a slide adds where a prediction falls outside its measurement's interval."""
+    if check.agrees:
+        return ""
+    return f": OUTSIDE its interval ({check.left_out or 'a cost the prediction leaves out'})"
 
 
 def _why(recs: Recordings) -> Text:

@@ -53,6 +53,9 @@ class Check:
     figure: str
     predicted: float
     measured: Measured
+    left_out: str = ""
+    """Where the prediction and the measurement part: the cost the prediction priced least
+    well, from the run's own rounds (empty where that is not known)."""
 
     @property
     def agrees(self) -> bool:
@@ -60,8 +63,9 @@ class Check:
 
     def line(self) -> str:
         verdict = "within" if self.agrees else "OUTSIDE"
+        why = f" ({self.left_out})" if self.left_out and not self.agrees else ""
         return (f"{self.figure}: predicted {self.predicted:.2f}, measured "
-                f"{self.measured.shown('.2f')}: {verdict} the interval")
+                f"{self.measured.shown('.2f')}: {verdict} the interval{why}")
 
 
 def decode_rounds(events: list[Event]) -> list[RoundEvent]:
@@ -190,3 +194,26 @@ def predicted_race(curve: Curve, rec: Recording, accept: Acceptance) -> float:
     steps = sum(costs.steps(r.drafted + 1) + r.drafted * costs.draft_steps + costs.between_steps
                 for r in rounds)
     return tokens * (1 + costs.between_steps) / steps
+
+
+def left_out(curve: Curve, rec: Recording) -> str:
+    """The cost the race's prediction priced least well, a round on average: its verify passes
+    against the curve, its draft against a drafted token's cost, its target alone's steps
+    against their median (a machine whose speed moved between the two replies)."""
+    costs = race_costs(curve, rec)
+    rounds = decode_rounds(rec.speculative)
+    if not rounds:
+        return ""
+    n = len(rounds)
+    plain = [r.verify_s * 1000 for r in decode_rounds(rec.target_only)]
+    parts = {
+        "its verify passes against the curve":
+            sum(r.verify_s * 1000 - costs.steps(r.drafted + 1) * costs.verify[0]
+                for r in rounds) / n,
+        "its plain steps against the target alone's (the machine's speed moved)":
+            statistics.fmean(r.verify_s * 1000 for r in rounds if not r.drafted)
+            - statistics.median(plain) if plain and any(not r.drafted for r in rounds)
+            else 0.0,
+    }
+    name, ms = max(parts.items(), key=lambda item: abs(item[1]))
+    return f"{name}: {ms:+.1f} ms a round" if abs(ms) >= 0.5 else ""

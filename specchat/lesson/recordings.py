@@ -12,7 +12,7 @@ import statistics
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
@@ -37,6 +37,9 @@ TOP_TOKENS = 8
 """The tokens a Rows keeps by name (the most likely of p and of q); the rest is one entry."""
 ROWS_TEMPERATURE = 0.8
 T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from specchat.lesson.exercises import RunSettings
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,9 @@ class Recordings(Protocol):
 
     def take_reads(self) -> frozenset[tuple[str, ...]]:
         """What was asked for since the last call: a demonstration's recordings."""
+
+    def exercise(self, prompt: str, settings: RunSettings) -> Recording:
+        """An attendee's own race (never kept); a SpecchatError says why it cannot run here."""
 
     def forget(self, keys: Iterable[tuple[str, ...]]) -> None:
         """Make these again at the next ask (the lesson's `run again`)."""
@@ -153,6 +159,10 @@ class TraceRecordings:
     def take_reads(self) -> frozenset[tuple[str, ...]]:
         """Recorded: nothing is made, nothing to make again."""
         return frozenset()
+
+    def exercise(self, prompt: str, settings: RunSettings) -> Recording:
+        raise SpecchatError("no models are loaded here (the shipped traces): an exercise runs "
+                            "on a pair (`specchat lesson` without --traces, or a room's tab)")
 
     def forget(self, keys: Iterable[tuple[str, ...]]) -> None:
         """Recorded: nothing to make again."""
@@ -218,6 +228,24 @@ class LiveRecordings(_Cached):
     def recording(self, kind: str, arm: str = "draft", probabilities: bool = False
                   ) -> Recording:
         return self._once(("rec", kind, arm), lambda: self._race(kind, arm))
+
+    def exercise(self, prompt: str, settings: RunSettings) -> Recording:
+        engine = self.engine
+        drafter = self.keeper.load_drafter(engine, "ngram") if settings.draft == "ngram" else None
+        if drafter is None and not engine.drafter.speculates:
+            raise SpecchatError("the app runs the target alone: no draft model to race")
+        draft = replace(engine.draft_settings, k=settings.k,
+                        adaptive=settings.policy == "adaptive")
+        try:
+            plain, spec = self.keeper.race(engine, prompt, self.cancel, drafter=drafter,
+                                           max_tokens=self.max_tokens, draft_settings=draft)
+        finally:
+            if drafter is not None:
+                drafter.close()
+        turn = _turn(spec.events)
+        return Recording(prompt, len(turn.prompt_token_ids), plain.events, spec.events,
+                         turn.draft, f"generated here now: {engine.target.name}, target alone "
+                         f"then {spec.label.removeprefix('speculative: ')}, one after the other")
 
     def _race(self, kind: str, arm: str) -> Recording:
         engine, keeper = self.engine, self.keeper
@@ -303,13 +331,29 @@ class ServerRecordings(_Cached):
             return self._shipped(kind, arm, "the room has no target-only server")
         return self._once(("rec", kind), lambda: self._race(kind))
 
+    def exercise(self, prompt: str, settings: RunSettings) -> Recording:
+        """The room's servers fix the draft, its k and its policy (this llama-server takes no
+        per-request k): a run of one's own there varies the prompt."""
+        if self.plain is None:
+            raise SpecchatError("the room has no target-only server to race against")
+        if (settings.k, settings.draft, settings.policy) != (3, "model", "fixed"):
+            raise SpecchatError(
+                f"the room's llama-server drafts with {self.session.draft_name} at the k it was "
+                "started with, for every tab (it takes no k, drafter or policy per request): "
+                "here, vary the prompt with --k 3 --draft model --policy fixed; a room whose "
+                "tabs load models of their own (`specchat serve -- lesson`) takes any")
+        return self._race_text(prompt)
+
     def _race(self, kind: str) -> Recording:
+        return self._race_text(self.prompts[kind])
+
+    def _race_text(self, prompt: str) -> Recording:
         settings = GenerationSettings(max_tokens=self.max_tokens)
-        ids = self.session.render([("user", self.prompts[kind])])
+        ids = self.session.render([("user", prompt)])
         assert self.plain is not None
         plain = list(self.plain.generate(ids, settings, self.cancel))
         spec = list(self.session.generate(ids, settings, self.cancel))
-        return Recording(self.prompts[kind], len(ids), plain, spec, self.session.draft_name,
+        return Recording(prompt, len(ids), plain, spec, self.session.draft_name,
                          f"generated now on the room's servers ({self.session.client.url} and "
                          "its target alone), one after the other", probabilities=False)
 

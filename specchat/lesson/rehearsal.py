@@ -13,6 +13,7 @@ from rich.style import Style
 from specchat.engine.events import TokenKind
 from specchat.errors import SpecchatError
 from specchat.lesson.demos import run_demo
+from specchat.lesson.exercises import step_demo
 from specchat.lesson.figures import Check
 from specchat.lesson.recordings import Recordings
 from specchat.lesson.script import Lesson
@@ -41,7 +42,8 @@ def rehearse(lesson: Lesson, recordings: Recordings) -> Iterator[Rehearsed]:
     for index, step in enumerate(lesson.steps):
         start = time.perf_counter()
         try:
-            demo = run_demo(step.demo, recordings, PLAIN)
+            demo = (step_demo(step.exercise, recordings) if step.exercise else
+                    run_demo(step.demo, recordings, PLAIN))
             checks, error = demo.checks, ""
         except SpecchatError as exc:
             checks, error = (), str(exc)

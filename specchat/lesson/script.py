@@ -28,6 +28,8 @@ class Step:
     """What the presenter may add: the presenter's alone."""
     minutes: float = 0.0
     """The time the step is given (0: not said)."""
+    exercise: str = ""
+    """The room's exercise this step sets (lesson/exercises.py), or none: then `demo` runs."""
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,15 @@ def default_path() -> Path:
     return resource_dir("lessons") / "speculative-decoding.toml"
 
 
-def load_lesson(path: Path | None, demos: frozenset[str]) -> Lesson:
+def load_lesson(path: Path | None, demos: frozenset[str],
+                exercises: frozenset[str] | None = None) -> Lesson:
     """The lesson in `path` (the shipped one by default); a SpecchatError names what is wrong
-    (a missing field, a demonstration specchat does not know, a prompt kind left out)."""
+    (a missing field, a demonstration or exercise specchat does not know, a prompt kind left
+    out). `exercises`: the names a step may set (specchat's own by default)."""
+    if exercises is None:
+        from specchat.lesson.exercises import EXERCISES
+
+        exercises = frozenset(EXERCISES)
     path = path or default_path()
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -60,16 +68,21 @@ def load_lesson(path: Path | None, demos: frozenset[str]) -> Lesson:
     for n, raw in enumerate(data.get("step", []), start=1):
         try:
             step = Step(str(raw["title"]), tuple(str(line) for line in raw["say"]),
-                        str(raw.get("question", "")), str(raw["demo"]),
+                        str(raw.get("question", "")),
+                        str(raw["demo"] if "exercise" not in raw else raw.get("demo", "")),
                         str(raw.get("answer", "")), str(raw.get("notes", "")),
-                        float(raw.get("minutes", 0)))
+                        float(raw.get("minutes", 0)), str(raw.get("exercise", "")))
         except (KeyError, TypeError, ValueError):
             raise SpecchatError(f"{path}: step {n} needs title, say (a list of lines) and "
-                                "demo; minutes, where given, is a number") from None
+                                "demo (or exercise); minutes, where given, is a number") from None
+        if step.exercise and step.exercise not in exercises:
+            raise SpecchatError(f"{path}: step {n} ({step.title}) sets exercise "
+                                f"'{step.exercise}', which is none of "
+                                f"{', '.join(sorted(exercises))}")
         if step.minutes < 0:
             raise SpecchatError(f"{path}: step {n} ({step.title}): minutes {step.minutes:g} "
                                 "is less than 0")
-        if step.demo not in demos:
+        if step.demo not in demos and not (step.exercise and not step.demo):
             raise SpecchatError(f"{path}: step {n} ({step.title}) runs demo '{step.demo}', "
                                 f"which is none of {', '.join(sorted(demos))}")
         steps.append(step)

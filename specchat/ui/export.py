@@ -19,6 +19,7 @@ from specchat.chat.history import HistoryStore
 from specchat.config import Config
 from specchat.errors import SpecchatError
 from specchat.lesson.demos import run_demo
+from specchat.lesson.exercises import step_demo
 from specchat.lesson.recordings import Recordings
 from specchat.lesson.script import Lesson
 from specchat.lesson.view import presenter_notes, stem, step_view
@@ -92,7 +93,9 @@ def export_lesson(lesson: Lesson, recordings: Recordings, out: Path,
     styles = token_styles(theme)
     files = []
     for index, step in enumerate(lesson.steps):
-        view = step_view(lesson, index, run_demo(step.demo, recordings, styles))
+        demo = (step_demo(step.exercise, recordings) if step.exercise else
+                run_demo(step.demo, recordings, styles))
+        view = step_view(lesson, index, demo)
         files += write_renderable(view, theme, out, stem(lesson, index),
                                   f"specchat · {step.title}", formats)
     notes = out / "presenter-notes.md"

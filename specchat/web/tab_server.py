@@ -17,12 +17,15 @@ presenter's browser opened on the attendees' address follows like any other.
 from __future__ import annotations
 
 import hmac
+import json
 import secrets
 import shlex
 import socket
 import sys
 import tempfile
+import time
 from contextvars import ContextVar
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp_jinja2
@@ -32,7 +35,9 @@ from textual_serve.server import Server
 from specchat.chat.history import HISTORY_ENV
 from specchat.errors import SpecchatError
 from specchat.exposure import check_host, is_loopback
+from specchat.lesson.exercises import RoomRun
 from specchat.lesson.follow import PRESENTER, ROLE_ENV, SYNC_ENV
+from specchat.lesson.room_board import TOKEN_ENV, TOKEN_HEADER, URL_ENV
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TITLE = "specchat: speculative decoding, live"
@@ -43,6 +48,8 @@ EXPOSED_WARNING = (
 
 
 COOKIE = "specchat_room"
+RUNS_PATH = "/room/runs"
+"""Where tabs post their exercise runs and read the room's."""
 LEAD_PATH = "/ws/lead/{code}"
 """The websocket of a tab holding the presenter's code (the page adds it to the path)."""
 CODE_NOTE = (
@@ -51,19 +58,30 @@ CODE_NOTE = (
     "code).")
 
 
-def app_command(app_args: list[str], history_dir: Path, presenter: bool = False) -> str:
+def app_command(app_args: list[str], history_dir: Path, presenter: bool = False,
+                board: tuple[str, str] | None = None) -> str:
     """The shell command textual-serve runs for each tab: this specchat with `app_args`, writing
     its history to a file of its own in `history_dir` ($$ is the tab's shell, unique per tab),
-    and following the lesson's presenter through a file there (or leading it: `presenter`)."""
+    following the lesson's presenter through a file there (or leading it: `presenter`), and
+    posting its exercise runs to `board` (the room's runs address and the tab's own token)."""
     history = shlex.quote(str(history_dir)) + "/tab-$$.sqlite3"
     sync = shlex.quote(str(history_dir / "lesson-step.json"))
     role = f"{ROLE_ENV}={PRESENTER} " if presenter else ""
-    return (f"{HISTORY_ENV}={history} {SYNC_ENV}={sync} {role}exec "
+    runs = (f"{URL_ENV}={shlex.quote(board[0])} {TOKEN_ENV}={shlex.quote(board[1])} "
+            if board else "")
+    return (f"{HISTORY_ENV}={history} {SYNC_ENV}={sync} {role}{runs}exec "
             + shlex.join([sys.executable, "-m", "specchat", *app_args]))
 
 
 _PRESENTS: ContextVar[bool] = ContextVar("specchat_presents", default=False)
 """Whether the websocket being handled is the presenter's (each request is its own task)."""
+_TOKEN: ContextVar[str] = ContextVar("specchat_tab_token", default="")
+"""The token of the tab whose websocket is being handled."""
+POST_BYTES = 2048
+"""The most a posted run may weigh."""
+POST_EVERY_S = 2.0
+"""The least time between two runs of one tab."""
+RUNS_A_TAB = 100
 
 
 class TabServer(Server):
@@ -82,16 +100,27 @@ class TabServer(Server):
         """The room's access code (None: anyone who reaches the port gets in)."""
         self.presenter_code = secrets.token_urlsafe(6)
         """What the presenter's address carries: that tab leads the lesson, the others follow."""
+        self.tabs: dict[str, int] = {}
+        """Each tab's token (its process has it) -> the tab's number in the room."""
+        self.runs: list[RoomRun] = []
+        """The exercise runs the tabs posted, in order."""
+        self.last_post: dict[int, float] = {}
 
     @property
     def command(self) -> str:
         """The tab's app command, the presenter's with its role (read when textual-serve starts
         the tab's process, inside the request's task)."""
-        return app_command(self.app_args, self.history_dir, _PRESENTS.get())
+        board = (f"http://{self.local_host}:{self.port}{RUNS_PATH}", _TOKEN.get())
+        return app_command(self.app_args, self.history_dir, _PRESENTS.get(), board)
 
     @command.setter
     def command(self, value: str) -> None:
         """textual-serve sets one command for every tab; specchat's is built per tab."""
+
+    @property
+    def local_host(self) -> str:
+        """Where a tab's process (on this machine) reaches this server."""
+        return "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
 
     def presents(self, request: web.Request) -> bool:
         """Whether the websocket came from a tab holding the presenter's code."""
@@ -101,7 +130,41 @@ class TabServer(Server):
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
         app.router.add_get(LEAD_PATH, self.handle_websocket)
+        app.router.add_get(RUNS_PATH, self.handle_runs)
+        app.router.add_post(RUNS_PATH, self.handle_post)
         return app
+
+    def _tab(self, request: web.Request) -> int | None:
+        return self.tabs.get(request.headers.get(TOKEN_HEADER, ""))
+
+    async def handle_runs(self, request: web.Request) -> web.Response:
+        """Every tab's runs, for a tab of the room."""
+        if self._tab(request) is None:
+            return web.Response(status=403, text="only a tab of this room reads its runs")
+        return web.json_response([{**r.to_json(), "tab": r.tab} for r in self.runs])
+
+    async def handle_post(self, request: web.Request) -> web.Response:
+        """A tab's finished run: its own (the tab's number is the token's), bounded in size
+        and rate; anything else is refused in one line and changes nothing."""
+        tab = self._tab(request)
+        if tab is None:
+            return web.Response(status=403, text="only a tab of this room posts runs")
+        if request.content_length is None or request.content_length > POST_BYTES:
+            return web.Response(status=413, text=f"a run is at most {POST_BYTES} bytes")
+        now = time.monotonic()
+        if now - self.last_post.get(tab, -POST_EVERY_S) < POST_EVERY_S:
+            return web.Response(status=429, text=f"one run every {POST_EVERY_S:g} s a tab")
+        if sum(r.tab == tab for r in self.runs) >= RUNS_A_TAB:
+            return web.Response(status=429, text=f"at most {RUNS_A_TAB} runs a tab")
+        try:
+            run = replace(RoomRun.from_json(json.loads(await request.read())), tab=tab)
+        except ValueError:
+            return web.Response(status=400, text="a run is a JSON object")
+        except SpecchatError as exc:
+            return web.Response(status=400, text=str(exc))
+        self.last_post[tab] = now
+        self.runs.append(run)
+        return web.json_response({**run.to_json(), "tab": run.tab})
 
     def admits(self, request: web.Request) -> bool:
         """The page with the code in its address; its websocket with the cookie the page set
@@ -163,10 +226,15 @@ class TabServer(Server):
             return websocket
         self.live += 1
         role = _PRESENTS.set(self.presents(request))
+        token = secrets.token_urlsafe(12)
+        self.tabs[token] = len(self.tabs) + 1
+        own = _TOKEN.set(token)
         try:
             return await super().handle_websocket(request)
         finally:
             _PRESENTS.reset(role)
+            _TOKEN.reset(own)
+            del self.tabs[token]  # its runs stay on the board
             self.live -= 1
 
 

@@ -10,18 +10,22 @@ from support.processes import specchat
 
 from specchat.errors import SpecchatError
 from specchat.lesson.demos import DEMOS
+from specchat.lesson.exercises import EXERCISES
 from specchat.lesson.script import default_path, load_lesson
 
 BEFORE = [("cache", "verify"),  # the verify reads k+1 new positions against the cache
           ("sampling", "acceptance"), ("sampling", "verify_curve"),  # exactness, then economics
           ("other_vocab", "draft_choice"),  # the draft "as text", explained before it is raced
-          ("verify_curve", "prose_vs_code")]  # "when it loses" says why from the costs before
+          ("verify_curve", "prose_vs_code"),  # "when it loses" says why from the costs before
+          ("verify_curve", "sweep_k"), ("prose_vs_code", "break_even"),  # each exercise after
+          ("ngram", "ngram_hunt"), ("draft_choice", "workload")]  # the step it builds on
 
 
 def test_the_shipped_lesson_explains_each_thing_before_it_is_used():
     lesson = load_lesson(None, frozenset(DEMOS))
-    order = [step.demo for step in lesson.steps]
-    assert sorted(order) == sorted(DEMOS)
+    order = [step.demo or step.exercise for step in lesson.steps]
+    assert sorted(s.demo for s in lesson.steps if s.demo) == sorted(DEMOS)
+    assert sorted(s.exercise for s in lesson.steps if s.exercise) == sorted(EXERCISES)
     for first, then in BEFORE:
         assert order.index(first) < order.index(then), (first, then)
     assert all(step.say and step.question and step.answer and step.notes and step.minutes > 0

@@ -14,6 +14,8 @@ from pathlib import Path
 from support.browser import TRANSCRIPT, VIEWPORT, Served, browser, colour_pixels, wait_for
 from support.processes import offline_pip_env, specchat_env
 
+from specchat.lesson.demos import DEMOS
+from specchat.lesson.script import load_lesson
 from specchat.loading import NEEDS_LLAMA_CPP
 from specchat.ui.theming import DEFAULT_TOKEN_COLOURS
 
@@ -47,7 +49,9 @@ def test_the_client_install_compiles_nothing_and_chats_with_a_server(spec_server
     lesson = client("lesson", "--export", str(tmp_path / "lesson"))  # no models: the traces
     assert lesson.returncode == 0, lesson.stderr
     assert lesson.stderr.startswith(f"specchat lesson: on the shipped traces ({NEEDS_LLAMA_CPP}")
-    assert len(list((tmp_path / "lesson").glob("lesson-*.svg"))) == 12
+    steps = load_lesson(None, frozenset(DEMOS)).steps
+    assert len(list((tmp_path / "lesson").glob("lesson-*.svg"))) == len(steps) == 16
+    assert (tmp_path / "lesson" / "presenter-notes.md").is_file()
     local = client("ask", "hello")
     assert local.returncode == 2
     assert local.stderr.strip().splitlines() == [f"specchat: error: {NEEDS_LLAMA_CPP}"]

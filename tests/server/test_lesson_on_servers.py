@@ -27,8 +27,11 @@ def test_a_room_s_servers_make_the_rates_and_the_shipped_traces_the_probabilitie
     assert "generated now on the room's servers" in live.source and not live.probabilities
     plain, spec = live.turns
     assert isinstance(plain, TurnEvent) and plain.n_drafted == 0 and spec.n_drafted > 0
-    for name in ("target_step", "acceptance", "prose_vs_code", "latency"):
+    for name in ("target_step", "acceptance", "latency"):
         assert all("room's servers" in s for s in run_demo(name, recordings, STYLES).sources)
+    servers, edit = run_demo("prose_vs_code", recordings, STYLES).sources  # code and prose
+    assert "room's servers" in servers
+    assert "the room's server drafts with" in edit  # n-gram lookup: the shipped trace
     for name in ("draft", "verify", "cache"):
         (source,) = run_demo(name, recordings, STYLES).sources
         assert source.startswith("shipped traces") and "a llama-server sends no p or q" in source

@@ -34,7 +34,7 @@ def _shown(app) -> str:
 
 async def _at_step(app, pilot, n: int) -> None:
     await until(pilot, lambda: isinstance(app.screen, LessonScreen) and app.screen.index == n - 1
-                and (n - 1) in app.screen.demos)
+                and ((n - 1) in app.screen.demos or app.screen.exercise is not None))
 
 
 def test_keys_step_through_the_lesson_and_f8_writes_the_step_on_screen(tiny, tmp_path):
@@ -105,13 +105,16 @@ def test_the_demonstrations_run_live_on_the_loaded_pair(tiny, tmp_path, monkeypa
     async def scenario():
         app = _lesson_app(tiny, tmp_path, traces_only=False)
         async with app.run_test(size=SIZE) as pilot:
-            for n in range(1, len(DEMOS) + 1):
-                await until(pilot, lambda n=n: isinstance(app.screen, LessonScreen)
-                            and (n - 1) in app.screen.demos, timeout=120)
+            await until(pilot, lambda: isinstance(app.screen, LessonScreen))
+            for n, step in enumerate(app.screen.lesson.steps, 1):
+                await _at_step(app, pilot, n)
+                if step.exercise:
+                    await pilot.press("right")
+                    continue
+                await until(pilot, lambda n=n: (n - 1) in app.screen.demos, timeout=120)
                 sources = app.screen.demos[n - 1].sources
                 assert sources and all("failed" not in s for s in sources)
-                if app.screen.lesson.steps[n - 1].demo == "draft_choice":
-                    # the other draft is not installed: its row says so
+                if step.demo == "draft_choice":  # the other draft is not installed: it says so
                     assert any("is not installed here" in s for s in sources)
                 elif n == 1:
                     assert sources[0].startswith("generated here now: tiny-target")
@@ -186,3 +189,41 @@ def test_a_second_presenter_tab_follows_until_it_takes_the_lead(tiny, tmp_path, 
         first.kill()
         first.wait()
     assert LessonSync(sync, presenter=True).leads()  # the leader's process has ended
+
+
+def test_an_exercise_races_what_was_typed_and_draws_it_on_the_class_plot(tiny, tmp_path):
+    """A lesson alone: the run is this tab's own, on its own plot; a bad line is refused in
+    one line and runs nothing."""
+    async def scenario():
+        app = _lesson_app(tiny, tmp_path, traces_only=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, LessonScreen))
+            lesson = app.screen.lesson
+            step = next(i for i, s in enumerate(lesson.steps) if s.exercise == "sweep_k")
+            for _ in range(step):
+                await pilot.press("right")
+            await until(pilot, lambda: app.screen.index == step)
+            line = app.screen.query_one("#exercise-input")
+            assert line.display and line.value.startswith("--k 4")
+            line.focus()
+            line.value = "--k 9 a prompt"
+            await pilot.press("enter")
+            await until(pilot, lambda: "--k 9: from 1 to 8" in _shown(app))
+            assert app.screen.index == step and not app.screen.my_runs
+            line.value = "--k 2 --kind code Write a Python function that adds two numbers."
+            line.cursor_position = len(line.value)
+            await pilot.press("space", "n", "b")  # typed, not the lesson's keys
+            assert app.screen.index == step and line.value.endswith(" nb")
+            line.value = line.value[:-3]
+            await pilot.press("enter")
+            await until(pilot, lambda: len(app.screen.my_runs) == 1, timeout=120)
+            run = app.screen.my_runs[0]
+            assert (run.k, run.kind, run.draft, run.tab) == (2, "code", "model", 1)
+            await until(pilot, lambda: app.screen.room_costs is not None, timeout=120)
+            shown = _shown(app)
+            assert "your runs" in shown and f"{run.speedup:.2f}x" in shown
+            assert "the curve: a model draft's speedup at k=3" in shown
+            grid = [line.split("|", 1)[1] for line in shown.splitlines() if "x|" in line
+                    or line.strip() == "|" or line.lstrip().startswith("|")]
+            assert sum(row.count(str(run.tab)) for row in grid) == 1  # its mark, once
+    run_async(scenario)

@@ -5,7 +5,7 @@ a room, follow the presenter's step."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from textual import work
@@ -14,12 +14,23 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Footer, Header, Input, Static
 
+from specchat.costs import Costs
 from specchat.errors import SpecchatError
 from specchat.lesson.demos import Demo, run_demo
+from specchat.lesson.exercises import (
+    EXERCISES,
+    Exercise,
+    RoomRun,
+    RunSettings,
+    exercise_demo,
+    room_costs,
+    run_of,
+)
 from specchat.lesson.follow import LessonSync
 from specchat.lesson.recordings import Recordings
+from specchat.lesson.room_board import RoomBoard
 from specchat.lesson.script import Lesson
 from specchat.lesson.view import stem, step_view
 from specchat.native import model_thread
@@ -27,6 +38,10 @@ from specchat.ui.slides import token_styles, write_renderable
 
 FOLLOW_EVERY_S = 0.5
 """How often a following tab reads the presenter's step."""
+ROOM_EVERY_S = 1.0
+"""How often the presenter's tab reads the room's runs while an exercise step is shown."""
+TYPED_OVER = {"go", "again", "notes", "follow", "take_lead", "exercise"}
+"""The lesson's letter and Space keys, which type into the exercise line while it has focus."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,28 @@ class DemoReady(Message):
         self.index, self.demo, self.error = index, demo, error
 
 
+class ExerciseLine(Input):
+    """Where an exercise's settings and prompt are typed; Escape gives the keys back to the
+    lesson."""
+
+    BINDINGS = [Binding("escape", "leave", "Lesson keys")]
+
+    def action_leave(self) -> None:
+        self.screen.set_focus(None)
+
+
+class ExerciseDone(Message):
+    def __init__(self, run: RoomRun | None, note: str) -> None:
+        super().__init__()
+        self.run, self.note = run, note
+
+
+class RoomRuns(Message):
+    def __init__(self, runs: list[RoomRun] | None, costs: tuple[Costs, str] | None) -> None:
+        super().__init__()
+        self.runs, self.costs = runs, costs
+
+
 class LessonScreen(Screen):
     BINDINGS = [
         Binding("right,n,space", "go(1)", "Next", priority=True),
@@ -53,6 +90,7 @@ class LessonScreen(Screen):
         Binding("a", "notes", "Answer & notes"),
         Binding("f", "follow", "Follow presenter", show=False),
         Binding("t", "take_lead", "Take the lead", show=False),
+        Binding("e", "exercise", "Your run", show=False),
         Binding("escape", "app.pop_screen", "Back to chat"),
     ]
 
@@ -70,18 +108,42 @@ class LessonScreen(Screen):
         """The presenter's answer and notes under the step (never on an attendee's tab)."""
         self.led_at: int | None = None
         """The step this tab last led the room to (a presenter's tab that led)."""
+        self.board = RoomBoard.from_env()
+        """The room's board of exercise runs, in a room's tab."""
+        self.my_runs: list[RoomRun] = []
+        self.room_runs: list[RoomRun] | None = None
+        """What the class plot draws: the room's runs (the presenter's tab), this tab's own
+        (a lesson alone), None on an attendee's tab."""
+        self.room_costs: tuple[Costs, str] | None = None
+        self.exercise_note = ""
 
     def compose(self) -> ComposeResult:
         yield Header()
         with VerticalScroll():
             yield Static(id="lesson-step")
+        yield ExerciseLine(id="exercise-input", placeholder="settings, then your prompt (Enter "
+                                                            "races it; Escape: the lesson's keys)")
         yield Footer()
 
     def on_mount(self) -> None:
         if self.sync is not None:
             self.set_interval(FOLLOW_EVERY_S, self.follow_presenter)
             self.follow_presenter()
+        if not self.attendee:
+            self.room_runs = self.my_runs if self.board is None else []
+            self.set_interval(ROOM_EVERY_S, self.read_room)
         self.show(self.index)
+
+    @property
+    def exercise(self) -> Exercise | None:
+        name = self.lesson.steps[self.index].exercise
+        return EXERCISES[name] if name else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """While the exercise line has the keys, letters and Space type into it."""
+        if isinstance(self.focused, Input) and action in TYPED_OVER:
+            return False
+        return True
 
     # -- the step on screen -------------------------------------------------------------------
     def show(self, index: int) -> None:
@@ -90,13 +152,30 @@ class LessonScreen(Screen):
             self.led_at = index
         self.sub_title = self.where()
         self.draw()
-        if index not in self.demos:
+        if self.exercise is None and index not in self.demos:
             self.run_step(index)
 
+    def shown_demo(self) -> Demo | None:
+        """What the step on screen shows: its exercise with the runs so far, or its
+        demonstration once made."""
+        exercise = self.exercise
+        if exercise is None:
+            return self.demos.get(self.index)
+        return exercise_demo(exercise, self.my_runs, self.room_runs, self.room_costs,
+                             self.exercise_note)
+
     def draw(self) -> None:
-        view = step_view(self.lesson, self.index, self.demos.get(self.index), self.note,
+        exercise = self.exercise
+        view = step_view(self.lesson, self.index, self.shown_demo(), self.note,
                          presenter=self.notes_shown)
         self.query_one("#lesson-step", Static).update(view)
+        line = self.query_one("#exercise-input", Input)
+        line.display = exercise is not None
+        if exercise is not None and not line.value:
+            line.value = exercise.settings + " "
+            line.cursor_position = len(line.value)
+        if exercise is not None and self.attendee and self.following:
+            line.focus()  # an attendee following needs no lesson keys: the line has them
 
     @property
     def attendee(self) -> bool:
@@ -145,6 +224,85 @@ class LessonScreen(Screen):
             self.post_message(DemoReady(index, None, str(exc)))
             return
         self.post_message(DemoReady(index, demo))
+
+    # -- exercises ----------------------------------------------------------------------------
+    def action_exercise(self) -> None:
+        """The keys to the exercise line, on an exercise step."""
+        if self.exercise is not None:
+            self.query_one("#exercise-input", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        exercise, source = self.exercise, self.source()
+        if exercise is None:
+            return
+        try:
+            settings, prompt = RunSettings.parse(event.value)
+        except SpecchatError as exc:
+            self.exercise_note = str(exc)
+        else:
+            if source.recordings is None:
+                self.exercise_note = source.waiting
+            else:
+                self.exercise_note = "racing: the target alone, then your settings…"
+                self.race(source, settings, prompt)
+        self.draw()
+
+    @work(thread=True, exclusive=True, group="exercise")
+    def race(self, source: Source, settings: RunSettings, prompt: str) -> None:
+        """An attendee's run: raced here, its numbers posted to the room's board."""
+        assert source.recordings is not None
+        recordings = source.recordings
+
+        def make() -> RoomRun:
+            return run_of(recordings.exercise(prompt, settings), settings)
+        try:
+            run = model_thread.call(make) if source.on_model_thread else make()
+        except SpecchatError as exc:
+            self.post_message(ExerciseDone(None, str(exc)))
+            return
+        note = "your run is on your plot (no room to post to)"
+        run = replace(run, tab=len(self.my_runs) + 1)  # a lesson alone: its runs by number
+        if self.board is not None:
+            try:
+                run = self.board.post(run)
+                note = f"posted to the room as tab {run.tab}'s"
+            except SpecchatError as exc:
+                note = str(exc)
+        self.post_message(ExerciseDone(run, note))
+
+    def on_exercise_done(self, message: ExerciseDone) -> None:
+        if message.run is not None:
+            self.my_runs.append(message.run)
+        self.exercise_note = message.note
+        if self.exercise is not None:
+            self.draw()
+
+    def read_room(self) -> None:
+        """The presenter's (or a lone lesson's) class plot, while an exercise step is shown."""
+        if self.exercise is not None:
+            self.fetch_room(self.source())
+
+    @work(thread=True, exclusive=True, group="room")
+    def fetch_room(self, source: Source) -> None:
+        runs: list[RoomRun] | None = None
+        if self.board is not None:
+            try:
+                runs = self.board.runs()
+            except SpecchatError:
+                runs = None
+        costs = self.room_costs
+        if costs is None and source.recordings is not None:
+            recordings = source.recordings
+            costs = (model_thread.call(lambda: room_costs(recordings)) if source.on_model_thread
+                     else room_costs(recordings))
+        self.post_message(RoomRuns(runs, costs))
+
+    def on_room_runs(self, message: RoomRuns) -> None:
+        if message.runs is not None:
+            self.room_runs = message.runs
+        self.room_costs = message.costs or self.room_costs
+        if self.exercise is not None:
+            self.draw()
 
     def on_demo_ready(self, message: DemoReady) -> None:
         if message.demo is not None:
@@ -212,6 +370,6 @@ class LessonScreen(Screen):
 
     def write_slide(self, out: Path) -> list[Path]:
         """F8: this step as an SVG and an HTML slide."""
-        view = step_view(self.lesson, self.index, self.demos.get(self.index), self.note)
+        view = step_view(self.lesson, self.index, self.shown_demo(), self.note)
         return write_renderable(view, self.app.current_theme, out, stem(self.lesson, self.index),
                                 f"specchat · {self.lesson.steps[self.index].title}")

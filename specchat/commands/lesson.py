@@ -48,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction, defaults: Settings) -> None:
     lesson.add_argument("--rehearse", action="store_true",
                         help="run every step's demonstration once and print each step's time "
                              "and any figure whose prediction and measurement disagree (exit "
-                             "status 1 where one does)")
+                             "status 1 where a demonstration failed)")
     lesson.add_argument("--theme", default="specchat-projector",
                         help="the theme of --export's slides (default: %(default)s)")
     settings_schema.add_arguments(lesson, defaults)
@@ -148,10 +148,12 @@ def _rehearse(lesson: Lesson, recordings: Recordings) -> int:
     for rehearsed in rehearse(lesson, recordings):
         print(report_line(rehearsed), flush=True)
         steps.append(rehearsed)
-    bad = [s for s in steps if s.error or s.disagreeing]
+    failed = [s for s in steps if s.error]
+    parting = [s for s in steps if s.disagreeing]
     made = sum(s.seconds for s in steps)
     planned = sum(s.minutes for s in steps)
     print(f"demonstrations made in {made:.0f} s; the lesson gives its steps {planned:g} min; "
-          + (f"{len(bad)} steps to look at before the room" if bad else
-             "every predicted figure agrees with its measurement"))
-    return 1 if bad else 0
+          + (f"{len(failed)} demonstrations failed; " if failed else "")
+          + (f"{len(parting)} steps show a prediction outside its measurement's interval"
+             if parting else "every predicted figure agrees with its measurement"))
+    return 1 if failed else 0

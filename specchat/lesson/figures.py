@@ -127,17 +127,6 @@ def acceptance_of(events: list[Event]) -> Acceptance | None:
                       predicted, len(drafting))
 
 
-def target_step_ms(rec: Recording) -> float:
-    """The target alone's time a token in the race: what the measured speedup divides by."""
-    plain = rec.turns[0].tokens_per_second
-    return 1000 / plain if plain else float("nan")
-
-
-def target_pass_ms(rec: Recording) -> float:
-    """The target alone's model pass in the race (its rounds' median verify time)."""
-    return 1000 * statistics.median(r.verify_s for r in decode_rounds(rec.target_only))
-
-
 def race_speedup(rec: Recording) -> Measured | None:
     """The speculative reply's decode rate over the target alone's, with a 95% interval from
     both replies' rounds (a bootstrap); None where either rate is missing."""
@@ -168,10 +157,15 @@ def race_costs(curve: Curve, rec: Recording) -> Costs:
     what a drafted token cost in its rounds (with the draft reading the last round's token and
     sampling); and what its target alone paid a step beyond the pass (sampling, Python), which
     a round pays once too. So a prediction and the race's measured speedup divide by the same
-    step, timed in the same minute."""
-    step = target_pass_ms(rec)
+    step, timed in the same minute. Where the target alone gave one token (no step to time),
+    the curve's passes as timed."""
+    plain = decode_rounds(rec.target_only)
+    rate = rec.turns[0].tokens_per_second
+    if not plain or not rate:
+        return Costs(curve.verify_ms, draft_ms_of(rec) or curve.draft_ms)
+    step = 1000 * statistics.median(r.verify_s for r in plain)
     return Costs(tuple(ms * step / curve.verify_ms[0] for ms in curve.verify_ms),
-                 draft_ms_of(rec), between=max(0.0, target_step_ms(rec) - step))
+                 draft_ms_of(rec), between=max(0.0, 1000 / rate - step))
 
 
 def h200_costs(here: Costs) -> Costs:

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
-from specchat.catalog.catalog import resolve_model
+from specchat.catalog.catalog import models_dir, resolve_model
+from specchat.catalog.layout import load_derived
+from specchat.config import Config
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
@@ -222,8 +224,9 @@ class LiveRecordings(_Cached):
         super().__init__(prompts)
         self.keeper, self.engine, self.max_tokens = keeper, engine, max_tokens
         self.cancel = cancel or threading.Event()
-        self.where = (f"{engine.target.name} with {engine.drafter.name}, generated here now "
-                      f"({max_tokens} tokens a reply)")
+        self.layout = _layout(engine)
+        self.where = (f"{engine.target.name} with {engine.drafter.name}{self.layout}, "
+                      f"generated here now ({max_tokens} tokens a reply)")
 
     def recording(self, kind: str, arm: str = "draft", probabilities: bool = False
                   ) -> Recording:
@@ -244,8 +247,7 @@ class LiveRecordings(_Cached):
                 drafter.close()
         turn = _turn(spec.events)
         return Recording(prompt, len(turn.prompt_token_ids), plain.events, spec.events,
-                         turn.draft, f"generated here now: {engine.target.name}, target alone "
-                         f"then {spec.label.removeprefix('speculative: ')}, one after the other")
+                         turn.draft, self._source(spec.label))
 
     def _race(self, kind: str, arm: str) -> Recording:
         engine, keeper = self.engine, self.keeper
@@ -269,9 +271,12 @@ class LiveRecordings(_Cached):
                 drafter.close()
         turn = _turn(spec.events)
         return Recording(self.prompts[kind], len(turn.prompt_token_ids), plain.events,
-                         spec.events, turn.draft,
-                         f"generated here now: {engine.target.name}, target alone then "
-                         f"{spec.label.removeprefix('speculative: ')}, one after the other")
+                         spec.events, turn.draft, self._source(spec.label))
+
+    def _source(self, label: str) -> str:
+        """Where a race was made: here, now, on which files, the lanes one after the other."""
+        return (f"generated here now: {self.engine.target.name}{self.layout}, target alone then "
+                f"{label.removeprefix('speculative: ')}, one after the other")
 
     def curve(self) -> Curve:
         def measure() -> Curve:
@@ -305,6 +310,19 @@ class LiveRecordings(_Cached):
         return top_rows(p, q, lambda i: target.token_bytes(i).decode("utf-8", "replace"), context,
                         f"evaluated here now: {target.name} and {model.name} at temperature "
                         f"{ROWS_TEMPERATURE}")
+
+
+def _layout(engine: SpeculativeEngine) -> str:
+    """Whether the loaded files are the ones `specchat models optimize` laid out for this CPU."""
+    records = load_derived(models_dir(Config.load()))
+    made = {record.file for record in records.values()}
+    names = [getattr(m, "path", None) for m in (engine.target, engine.drafter.model) if m]
+    laid = [p is not None and p.name in made for p in names]
+    if laid and all(laid):
+        return " (the copies `specchat models optimize` laid out for this CPU)"
+    if any(laid):
+        return " (one of them laid out for this CPU by `specchat models optimize`)"
+    return " (as shipped: `specchat models optimize` lays them out for this CPU)"
 
 
 class ServerRecordings(_Cached):

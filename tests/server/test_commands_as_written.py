@@ -182,7 +182,7 @@ def run_as_typed(args: list[str], models: Path, server_binary: Path, tmp_path: P
     env = specchat_env(tmp_path, quiet_cpu=True) | {"SPECCHAT_LLAMA_SERVER": str(server_binary)}
     full_screen = {"replay": "accepted", "lesson": "from: "}  # the lesson: its first demo ran
     if not args or args[0].startswith("-") or (
-            args[0] in full_screen and not {"--list", "--export"} & set(args)):
+            args[0] in full_screen and not {"--list", "--export", "--rehearse"} & set(args)):
         until = full_screen.get(args[0] if args else "", "Enter sends")
         assert in_terminal(args, env, until, size=(45, 240)) == (True, 0)
         return

@@ -236,7 +236,7 @@ def exercise_demo(exercise: Exercise, mine: Sequence[RoomRun], room: Sequence[Ro
         "text.")]
     if note:
         parts.append(Text(note, style="italic"))
-    if mine:
+    if mine and room is not mine:  # a lesson alone: its runs are the board below
         parts += [Text(), board(mine[-5:], best=5, title="your runs")]
     sources = ["your runs: generated here now, target alone then speculative, one after the "
                "other"]
@@ -244,6 +244,9 @@ def exercise_demo(exercise: Exercise, mine: Sequence[RoomRun], room: Sequence[Ro
         if costs is not None:
             parts += [Text(), class_plot(room, *costs)]
             sources.append(costs[1])
+        else:
+            parts += [Text(), Text("the curve comes once this machine's costs are timed (the "
+                                   "lesson's code race and the verify curve)", style="italic")]
         parts += [Text(), board(room)]
         parts += [Text(line) for line in workload(room)] if exercise is EXERCISES[
             "workload"] else []

@@ -121,8 +121,9 @@ class LessonScreen(Screen):
         yield Header()
         with VerticalScroll():
             yield Static(id="lesson-step")
-        yield ExerciseLine(id="exercise-input", placeholder="settings, then your prompt (Enter "
-                                                            "races it; Escape: the lesson's keys)")
+        yield ExerciseLine(id="exercise-input", select_on_focus=False,
+                           placeholder="settings, then your prompt (Enter races it; Escape: the "
+                                       "lesson's keys)")
         yield Footer()
 
     def on_mount(self) -> None:

@@ -371,8 +371,13 @@ def draft_choice(recs: Recordings, styles: Styles) -> Demo:
                       fmt(figures.draft_ms_of(rec), ".1f"), _rate(rec.turns[1]),
                       measured.shown(".2f", "x") if measured else "-")
         sources.append(rec.source)
-    return Demo(Group(Text("the code prompt, each draft against the target alone"), table),
-                tuple(sources))
+    parts: list[RenderableType] = [Text("the code prompt, each draft against the target alone"),
+                                   table]
+    if len({s.startswith("shipped") for s in sources}) > 1:
+        parts.append(Text("one row is a shipped trace, recorded on another machine and day: its "
+                          "rates do not compare with the row made here, only its speedup and "
+                          "acceptance do (each against its own target alone)", style="italic"))
+    return Demo(Group(*parts), tuple(sources))
 
 
 def chi_square(counts: np.ndarray, probs: np.ndarray) -> tuple[float, int]:

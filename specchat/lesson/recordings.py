@@ -376,7 +376,12 @@ class ServerRecordings(_Cached):
                          "its target alone), one after the other", probabilities=False)
 
     def curve(self) -> Curve:
-        return self.traces.curve()
+        """A llama-server times no verify by size: the shipped traces' curve, whose shape the
+        predictions put on the room's own step (and say so)."""
+        shipped = self.traces.curve()
+        return replace(shipped, source=f"{shipped.source}: another machine's shape (a "
+                                       "llama-server times no verify by size), on the room's "
+                                       "own step where a prediction uses it")
 
     def rows(self) -> Rows:
         return self.traces.rows()

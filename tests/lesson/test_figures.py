@@ -9,6 +9,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 from rich.style import Style
 from support.modes import FakeClock
 
@@ -124,3 +125,6 @@ def test_every_prediction_agrees_with_its_measurement_live_on_the_tiny_pair(tiny
     assert len(checks) >= 6
     assert all(c.agrees for c in checks), "\n".join(c.line() for c in checks if not c.agrees)
     assert any(s.startswith("generated here now: tiny-target") for s in demos["verify"].sources)
+    console = Console(width=200, record=True)
+    console.print(demos["draft_choice"].body)  # a live row beside a shipped trace's says so
+    assert "one row is a shipped trace, recorded on another machine" in console.export_text()

@@ -26,10 +26,12 @@ def add_parser(sub: argparse._SubParsersAction, defaults: Settings) -> None:
         "lesson", help="a guided lesson on speculative decoding, each step a live demonstration",
         description="Speculative decoding in steps: what to say, a demonstration on the loaded "
                     "pair (or a llama-server's with --server, or the shipped traces with "
-                    "--traces or when no model can load), and a question for the room. Keys: "
-                    "Right/n/Space next, Left/b back, r run again, F8 this step as a slide, Esc "
-                    "the chat (F9 comes back); in a room (`specchat room --lesson`) f follows "
-                    "the presenter again.")
+                    "--traces or when no model can load), and a question for the room; some "
+                    "steps are exercises the room runs together. Keys: Right/n/Space next, "
+                    "Left/b back, r run again, a the presenter's answer and notes, e the "
+                    "exercise line, F8 this step as a slide, Esc the chat (F9 comes back); in a "
+                    "room (`specchat room --lesson`) f follows the presenter again, and t takes "
+                    "the lead on a second presenter's tab.")
     lesson.add_argument("--file", type=Path, metavar="LESSON.toml",
                         help="a lesson of your own (edit or translate the shipped one: --list "
                              "says where it is)")

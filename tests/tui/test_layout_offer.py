@@ -18,7 +18,8 @@ from specchat.ui.screens.layout_offer import LayoutOfferScreen, Offer, layout_of
 
 def answer_the_offer(tiny, tmp_path, monkeypatch, button: str) -> tuple:
     """The app on the tiny pair, offered the tiny draft's re-laying; `button` pressed once the
-    offer is up (or a key, "key:NAME"). Returns the chat before and after the offer closed."""
+    offer is up (or a key, "key:NAME", or words typed then Enter, "type:WORDS"). Returns the
+    chat before and after the offer closed."""
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
     monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
     job = Job(tiny.draft, "tiny-draft", "draft")
@@ -37,12 +38,19 @@ def answer_the_offer(tiny, tmp_path, monkeypatch, button: str) -> tuple:
             chats.append(app.chat_screen.chat)
             if button.startswith("key:"):
                 await pilot.press(button.removeprefix("key:"))
+            elif button.startswith("type:"):  # in one burst, as a message typed on arrives
+                keys = ["space" if c == " " else c for c in button.removeprefix("type:")]
+                await pilot.press(*keys, "enter")
             else:
                 assert await pilot.click(f"#{button}")
             await until(pilot, lambda: not isinstance(app.screen, LayoutOfferScreen), 120)
             if button == "make":  # the pair loads again
                 await until(pilot, lambda: app.chat_screen.chat not in (None, chats[0]))
-            await ready(app, pilot)
+            if button.startswith("type:"):  # the message's reply, to its end
+                await until(pilot, lambda: len(app.chat_screen.chat.session.conversation.messages)
+                            == 2 and not app.chat_screen.busy, 120)
+            else:
+                await ready(app, pilot)
             chats.append(app.chat_screen.chat)
             await app.workers.wait_for_complete()  # the offer's check ran on the reloaded pair
             await pilot.pause()
@@ -68,6 +76,15 @@ def test_an_enter_meant_for_the_prompt_does_not_start_making_the_copies(tiny, tm
     before, after = answer_the_offer(tiny, tmp_path, monkeypatch, "key:enter")
     assert after is before
     assert not (tmp_path / "models").exists()  # nothing made
+
+
+def test_a_message_typed_as_the_offer_appears_is_sent_not_lost(tiny, tmp_path, monkeypatch):
+    """Typed while the offer shows, it goes to the message box; its Enter answers "Not now"
+    and sends it."""
+    before, after = answer_the_offer(tiny, tmp_path, monkeypatch, "type:Say hi tiny model")
+    assert after is before and not (tmp_path / "models").exists()
+    said = [text for role, text in after.session.conversation.messages if role == "user"]
+    assert said == ["Say hi tiny model"]
 
 
 def test_never_ask_is_kept_in_the_config_and_the_chat_goes_on(tiny, tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
@@ -23,6 +23,7 @@ from specchat.config import Config
 from specchat.errors import SpecchatError
 from specchat.optimize.command import Job, already_made, jobs, make
 from specchat.settings import Settings
+from specchat.ui.widgets.prompt_input import PromptInput
 
 NEVER = "never"
 
@@ -58,10 +59,14 @@ def layout_offer(settings: Settings) -> Offer | None:
 
 
 class LayoutOfferScreen(ModalScreen[bool]):
-    """Dismissed with True once the pair is re-laid (the chat then loads it), False if not."""
+    """Dismissed with True once the pair is re-laid (the chat then loads it), False if not.
+
+    It comes up once the message box is ready, so a message may be on its way: what is typed or
+    pasted while it shows goes to the message box, and an Enter after it answers "Not now" and
+    sends the message (while the copies are being made, the message waits in the box)."""
 
     AUTO_FOCUS = "#later"
-    """It comes up after the prompt is ready: an Enter typed for a message answers "Not now"."""
+    """An Enter typed with nothing before it answers "Not now"."""
 
     DEFAULT_CSS = """
     LayoutOfferScreen { align: center middle; }
@@ -74,6 +79,41 @@ class LayoutOfferScreen(ModalScreen[bool]):
     def __init__(self, offer: Offer) -> None:
         super().__init__()
         self.offer = offer
+        self.typed = False
+        """Characters went to the message box while the offer showed."""
+
+    def _message_box(self) -> PromptInput | None:
+        """The message box on the screen below, where typing goes."""
+        for screen in reversed(self.app.screen_stack[:-1]):
+            found = screen.query(PromptInput)
+            if found:
+                return found.first()
+        return None
+
+    def on_key(self, event: events.Key) -> None:
+        box = self._message_box()
+        if box is None:
+            return
+        if event.is_printable and event.character and (self.typed or event.character != " "):
+            event.stop()
+            event.prevent_default()
+            box.insert(event.character)
+            self.typed = True
+        elif event.key == "enter" and self.typed:
+            event.stop()
+            event.prevent_default()
+            if self.query_one(Horizontal).display:  # the choice is still open: "Not now"
+                self.dismiss(False)
+                box.action_submit()
+            else:
+                self.notify("your message waits in the message box until the copies are made")
+
+    def on_paste(self, event: events.Paste) -> None:
+        box = self._message_box()
+        if box is not None:
+            event.stop()
+            box.insert(event.text)
+            self.typed = True
 
     def compose(self) -> ComposeResult:
         names = ", ".join(job.name for job in self.offer.todo)

@@ -192,8 +192,8 @@ def predicted_race(curve: Curve, rec: Recording, accept: Acceptance) -> float:
 
 def left_out(curve: Curve, rec: Recording) -> str:
     """The cost the race's prediction priced least well, a round on average: its verify passes
-    against the curve, its draft against a drafted token's cost, its target alone's steps
-    against their median (a machine whose speed moved between the two replies)."""
+    against the curve, or its own plain steps against the target alone's (a machine whose
+    speed moved between the two replies)."""
     costs = race_costs(curve, rec)
     rounds = decode_rounds(rec.speculative)
     if not rounds:

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from contextvars import ContextVar
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import aiohttp_jinja2
@@ -141,7 +141,7 @@ class TabServer(Server):
         """Every tab's runs, for a tab of the room."""
         if self._tab(request) is None:
             return web.Response(status=403, text="only a tab of this room reads its runs")
-        return web.json_response([{**r.to_json(), "tab": r.tab} for r in self.runs])
+        return web.json_response([asdict(r) for r in self.runs])
 
     async def handle_post(self, request: web.Request) -> web.Response:
         """A tab's finished run: its own (the tab's number is the token's), bounded in size
@@ -164,7 +164,7 @@ class TabServer(Server):
             return web.Response(status=400, text=str(exc))
         self.last_post[tab] = now
         self.runs.append(run)
-        return web.json_response({**run.to_json(), "tab": run.tab})
+        return web.json_response(asdict(run))
 
     def admits(self, request: web.Request) -> bool:
         """The page with the code in its address; its websocket with the cookie the page set

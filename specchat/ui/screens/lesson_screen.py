@@ -115,6 +115,7 @@ class LessonScreen(Screen):
         """What the class plot draws: the room's runs (the presenter's tab), this tab's own
         (a lesson alone), None on an attendee's tab."""
         self.room_costs: tuple[Costs, str] | None = None
+        self.reading_room = False
         self.exercise_note = ""
 
     def compose(self) -> ComposeResult:
@@ -262,7 +263,6 @@ class LessonScreen(Screen):
             self.post_message(ExerciseDone(None, str(exc)))
             return
         note = "your run is on your plot (no room to post to)"
-        run = replace(run, tab=len(self.my_runs) + 1)  # a lesson alone: its runs by number
         if self.board is not None:
             try:
                 run = self.board.post(run)
@@ -272,33 +272,40 @@ class LessonScreen(Screen):
         self.post_message(ExerciseDone(run, note))
 
     def on_exercise_done(self, message: ExerciseDone) -> None:
-        if message.run is not None:
-            self.my_runs.append(message.run)
+        if message.run is not None:  # a lesson alone numbers its own runs
+            self.my_runs.append(message.run if self.board is not None else
+                                replace(message.run, tab=len(self.my_runs) + 1))
         self.exercise_note = message.note
         if self.exercise is not None:
             self.draw()
 
     def read_room(self) -> None:
-        """The presenter's (or a lone lesson's) class plot, while an exercise step is shown."""
-        if self.exercise is not None:
+        """The presenter's (or a lone lesson's) class plot, while an exercise step is shown;
+        one read at a time (timing the costs takes a race)."""
+        if self.exercise is not None and not self.reading_room:
+            self.reading_room = True
             self.fetch_room(self.source())
 
     @work(thread=True, exclusive=True, group="room")
     def fetch_room(self, source: Source) -> None:
+        """The room's runs, and the curve's costs until they are had: posted whatever
+        happens, so the next read can start."""
         runs: list[RoomRun] | None = None
-        if self.board is not None:
-            try:
-                runs = self.board.runs()
-            except SpecchatError:
-                runs = None
         costs = self.room_costs
-        if costs is None and source.recordings is not None:
-            recordings = source.recordings
-            costs = (model_thread.call(lambda: room_costs(recordings)) if source.on_model_thread
-                     else room_costs(recordings))
-        self.post_message(RoomRuns(runs, costs))
+        try:
+            if self.board is not None:
+                runs = self.board.runs()
+            if costs is None and source.recordings is not None:
+                recordings = source.recordings
+                costs = (model_thread.call(lambda: room_costs(recordings))
+                         if source.on_model_thread else room_costs(recordings))
+        except SpecchatError:
+            pass  # the room's server not answering: the plot keeps what it had
+        finally:
+            self.post_message(RoomRuns(runs, costs))
 
     def on_room_runs(self, message: RoomRuns) -> None:
+        self.reading_room = False
         if message.runs is not None:
             self.room_runs = message.runs
         self.room_costs = message.costs or self.room_costs
@@ -359,10 +366,10 @@ class LessonScreen(Screen):
             self.following = False
             self.sub_title = self.where()
             return
-        if self.sync.presenter and not self.following and self.sync.read() is not None \
+        presenter = self.sync.read()
+        if self.sync.presenter and not self.following and presenter is not None \
                 and self.index == self.led_at:  # it led, and another tab took the lead
             self.following, self.led_at = True, None
-        presenter = self.sync.read()
         if self.following and presenter is not None and presenter != self.index \
                 and presenter < len(self.lesson.steps):
             self.show(presenter)

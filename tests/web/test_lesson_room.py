@@ -50,8 +50,11 @@ def test_an_attendee_tab_shows_the_step_the_presenter_tab_moved_to(tmp_path, chr
             presenter.keyboard.press("ArrowRight")
             second.wait_for_timeout(2000)
             assert _slide_of(second).startswith("lesson-04-the-target-checks-them")
+        log = served.stop()  # the websockets' lines come as they close
     finally:
-        served.stop()
+        if served.proc.poll() is None:
+            served.stop()
+    assert log.count("/ws/lead/") == 1  # the presenter's tab alone holds its code
 
 
 def _slide_text(page) -> str:

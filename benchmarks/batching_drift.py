@@ -14,10 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
-
-from benchmarks.llama_params import model_params
 from specchat.backends.llamacpp import LlamaCppBackend
+from specchat.backends.repack import batch_gaps, model_params
 from specchat.engine.compare import batching_gap_drift
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import turn_of
@@ -41,30 +39,6 @@ def drift(path: Path, repack: bool, tokens: int) -> float:
         worst = max(worst, batching_gap_drift(model, ids, turn.token_ids))
     model.close()
     return worst
-
-
-def batch_gaps(path: Path, threads: int) -> list[float]:
-    """For batches of 1 to 40 random tokens after a 7-token prefix, how far the repacked and
-    unrepacked paths' logits of the same batch part, as a share of the largest logit (what
-    the patch tests hold to their tolerance)."""
-    with model_params(use_extra_bufts=1):
-        packed = LlamaCppBackend(path, n_ctx=256, n_threads=threads, n_gpu_layers=0)
-    with model_params(use_extra_bufts=0):
-        plain = LlamaCppBackend(path, n_ctx=256, n_threads=threads, n_gpu_layers=0)
-    rng = np.random.default_rng(threads)
-    prefix = [int(t) for t in rng.integers(3, 255, 7)]
-    gaps = []
-    for size in range(1, 41):
-        batch = [int(t) for t in rng.integers(3, 255, size)]
-        rows = []
-        for model in (packed, plain):
-            model.truncate(0)
-            model.eval(prefix, len(prefix))
-            rows.append(model.eval(batch, 0))
-        gaps.append(float(np.abs(rows[0] - rows[1]).max() / np.abs(rows[1]).max()))
-    packed.close()
-    plain.close()
-    return gaps
 
 
 def main() -> int:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -39,36 +38,17 @@ SIZES = (1, 2, 3, 4, 5, 8, 9, 12)
 PROMPT = "Write a Python module that implements a binary search tree with insert and delete."
 
 
-def before_source(version: str, without: list[str]) -> Path:
-    """Where the sdist without specchat's patches (or without only the patches `without` names,
-    by their number) is unpacked and built."""
-    name = f"without-{'-'.join(without)}-{llama_tools.patches_key(without)}" if without else "unpatched"
-    return llama_tools.cache_dir() / "llama.cpp" / name / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
-
-
-def built_before(version: str, without: list[str]) -> Path | None:
-    """The folder of that build's libllama and ggml, where they are built already."""
-    bin_dir = before_source(version, without) / "build" / "bin"
-    return bin_dir if list(bin_dir.glob("libllama.so*")) or list(bin_dir.glob("libllama.dylib")) else None
-
-
 def before_libraries(version: str, without: list[str]) -> Path:
     """That folder, unpacking and building the libraries first where they are not there."""
-    src = before_source(version, without)
+    src = llama_tools.before_source(version, without)
     if not (src / "CMakeLists.txt").exists():
         llama_tools.unpack(version, src.parents[2], patched=bool(without), leave_out=without)
-    if (built := built_before(version, without)) is None:
+    if (built := llama_tools.built_before(version, without)) is None:
         print(f"building the {src.parents[2].name} llama.cpp libraries once (a few minutes)",
               file=sys.stderr)
         llama_tools.cmake_build(src, ("llama",))
         built = src / "build" / "bin"
     return built
-
-
-def before_env(libraries: Path) -> dict[str, str]:
-    """The environment in which llama-cpp-python loads `libraries` instead of its own."""
-    return {**os.environ, "LLAMA_CPP_LIB_PATH": str(libraries),
-            "LD_LIBRARY_PATH": f"{libraries}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -115,7 +95,7 @@ def main() -> int:
     if args.build:
         print(before)
         return 0
-    env_before = before_env(before)
+    env_before = llama_tools.before_env(before)
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     for r in range(args.repeats):
         for side in (("before", "after") if r % 2 == 0 else ("after", "before")):

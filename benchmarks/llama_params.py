@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import runpy
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+
+from specchat.backends.repack import model_params
 
 
 def parse(fields: str) -> dict[str, int]:
@@ -31,33 +30,6 @@ def parse(fields: str) -> dict[str, int]:
             raise SystemExit(f"llama_params: llama_model_params has no field {name!r}")
         out[name] = int(value)
     return out
-
-
-@contextmanager
-def model_params(**fields: int) -> Iterator[None]:
-    """Within it, every `llama_model_default_params()` comes back with `fields` set: specchat's
-    backend's and llama_cpp.Llama's (which reads it from the module beneath). No field imports
-    nothing."""
-    if not fields:
-        yield
-        return
-    import llama_cpp
-    from llama_cpp import llama_cpp as low
-
-    default = low.llama_model_default_params
-    saved = llama_cpp.llama_model_default_params, low.llama_model_default_params
-
-    def changed() -> Any:
-        params = default()
-        for name, value in fields.items():
-            setattr(params, name, value)
-        return params
-
-    llama_cpp.llama_model_default_params = low.llama_model_default_params = changed
-    try:
-        yield
-    finally:
-        llama_cpp.llama_model_default_params, low.llama_model_default_params = saved
 
 
 def main(argv: list[str]) -> int:

@@ -56,7 +56,24 @@ def policy_at(revision: str) -> ModuleType:
     module.CostModel.machine = module.CostModel.reply = property(lambda self: self)
     observe = module.CostModel.observe  # and drafted no trees
     module.CostModel.observe = lambda self, *args, branch_stood=None: observe(self, *args)
+    _reached_as_today(module.AdaptivePolicy)
     return module
+
+
+def _reached_as_today(cls: type) -> None:
+    """The loop reaches a policy through `plan(cap, writing=...)`, the plan's `batch_for` and
+    `observe` (specchat/engine/policy/base.py): give the revision's policy the same."""
+    plan = cls.plan
+
+    def plan_writing(self, cap: int, writing: str | None = None):
+        if writing is not None:
+            self.costs.writing(writing)
+        made = plan(self, cap)
+        made.batch_for = getattr(self.costs, "batch_for", lambda n: n)
+        return made
+
+    cls.plan = plan_writing
+    cls.observe = tree_policy.Policy.observe
 
 
 def main() -> None:

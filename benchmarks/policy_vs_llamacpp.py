@@ -28,6 +28,7 @@ from benchmarks import arguments
 from benchmarks.tools import ToolRun, build_tools, publish, speculative_simple
 from specchat.bench import chart, report
 from specchat.bench.runner import Arm, BenchRunner, Run, load_prompts
+from specchat.choices import DraftChoice
 from specchat.engine.loop import DraftSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.loading import load_drafter, load_target
@@ -69,7 +70,7 @@ def main() -> int:
     drafters = {spec: load_drafter(spec, target, SamplingParams(), rng, options)
                 for spec in dict.fromkeys(a.drafter for a in arms)}
     runner = BenchRunner(target, drafters, arms)
-    draft_model = drafters["default"].model
+    draft_model = drafters[DraftChoice(model="default")].model
     assert draft_model is not None
     target_path, draft_path = target.path, draft_model.path
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from specchat import timing
 from specchat.chat.session import ChatSession, Conversation
+from specchat.choices import DraftChoice
 from specchat.costs import Costs
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import Drafter, NoDrafter
@@ -79,7 +80,7 @@ class ModelKeeper:
         return Costs(tuple(statistics.median(t) for t in times), draft, len(target.tokens),
                      tuple(timing.spread(t) for t in times))
 
-    def load_drafter(self, engine: SpeculativeEngine, choice: str) -> Drafter:
+    def load_drafter(self, engine: SpeculativeEngine, choice: DraftChoice | str) -> Drafter:
         """A drafter for the engine's target, sharing its generator (one seed, one run). An
         old draft model on RPC servers lets go of them first, as the target does below."""
         _let_go(engine.drafter.model)

@@ -16,10 +16,10 @@ from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, models_dir, resolve_model
 from specchat.catalog.layout import known_shape
 from specchat.chat.state import Session
+from specchat.choices import DraftChoice
 from specchat.cpu import CpuWatch
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import (
-    NO_DRAFT,
     CombinedDrafter,
     Drafter,
     ModelDrafter,
@@ -77,7 +77,7 @@ def load_target(choice: str, options: ModelOptions, catalog: Catalog | None = No
 
 
 def load_drafter(
-    choice: str,
+    choice: DraftChoice | str,
     target: Backend,
     sampling: SamplingParams,
     rng: np.random.Generator,
@@ -86,20 +86,27 @@ def load_drafter(
 ) -> Drafter:
     """`none`, `ngram`, a model (path, catalog name, `default`) checked against the target, or
     `ngram+MODEL`: n-gram matches first, the model otherwise."""
-    if choice == NO_DRAFT:
+    try:
+        choice = DraftChoice.of(choice)
+    except ValueError as exc:
+        raise SpecchatError(str(exc)) from None
+    if choice.none:
         return NoDrafter()
     if not target.can_truncate:
         raise CacheTruncationError(target.name)
-    ngram = NgramDrafter(options.ngram_n, options.ngram_n_max)
-    if choice == "ngram":
-        return ngram
-    if choice.startswith("ngram+"):
-        model = load_drafter(choice.removeprefix("ngram+"), target, sampling, rng, options, catalog)
-        if not isinstance(model, ModelDrafter | TextDrafter):
-            raise SpecchatError(f"{choice}: after 'ngram+' name a draft model (a GGUF path, a "
-                                "catalog name or 'default')")
-        return CombinedDrafter(ngram, model)
-    path = resolve_model(choice, "draft", catalog)
+    if choice.model is None:
+        return NgramDrafter(options.ngram_n, options.ngram_n_max)
+    model = _load_draft_model(choice.model, target, sampling, rng, options, catalog)
+    if choice.ngram:
+        return CombinedDrafter(NgramDrafter(options.ngram_n, options.ngram_n_max), model)
+    return model
+
+
+def _load_draft_model(name: str, target: Backend, sampling: SamplingParams,
+                      rng: np.random.Generator, options: ModelOptions, catalog: Catalog | None
+                      ) -> ModelDrafter | TextDrafter:
+    """A draft model (path, catalog name, `default`) checked against the target."""
+    path = resolve_model(name, "draft", catalog)
     _own_servers(options)
     headers = path.suffix == ".gguf" and target.path.suffix == ".gguf"
     verdict = compat.check(target.path, path) if headers else None
@@ -156,10 +163,10 @@ def _own_servers(options: ModelOptions) -> None:
             "(`specchat rpc-server --port 50053` on the same machine serves the same device)")
 
 
-def one_draft_model_on_servers(options: ModelOptions, drafters: Sequence[str]) -> None:
+def one_draft_model_on_servers(options: ModelOptions, drafters: Sequence[DraftChoice]) -> None:
     """Refuse to hold several draft models at once on --draft-rpc (bench and tune load their
     drafters together): a server serves one client, and each model is one."""
-    models = [d for d in drafters if d not in (NO_DRAFT, "ngram")]
+    models = [str(d) for d in drafters if d.model is not None]
     if options.draft_rpc and len(models) > 1:
         raise SpecchatError(f"--draft-rpc holds one draft model at a time (an RPC server serves "
                             f"one client), and {len(models)} are asked for ({', '.join(models)}):"

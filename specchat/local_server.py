@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat.catalog.catalog import resolve_model
-from specchat.engine.drafters import NO_DRAFT
+from specchat.choices import DraftChoice
 from specchat.errors import SpecchatError
 from specchat.exposure import check_host
 from specchat.native import llama_tools
@@ -67,16 +67,20 @@ def plan(binary: Path, target: str, draft: str, k: int, slots: int, ctx: int, ho
     """The plan for these choices, or one line saying why not (a model missing, a drafter a
     llama-server cannot run, an address beyond this machine without --expose)."""
     check_host(host, expose, "llama-server")
-    if draft.startswith("ngram+"):
+    try:
+        choice = DraftChoice.parse(draft)
+    except ValueError as exc:
+        raise SpecchatError(f"--draft {draft}: {exc}") from None
+    if choice.combined:
         raise SpecchatError(f"--draft {draft}: a llama-server drafts with a model or with "
                             "n-gram lookup, not both; give one")
     files = [resolve_model(target, "target")] + (
-        [] if draft in (NO_DRAFT, "ngram") else [resolve_model(draft, "draft")])
+        [] if choice.model is None else [resolve_model(choice.model, "draft")])
     for path in files:
         if not path.is_file():
             raise SpecchatError(f"{path}: no such model file")
         refuse_foreign(binary, path, "--target" if path == files[0] else "--draft")
-    return ServerPlan(binary, files[0], files[1] if len(files) > 1 else None, draft == "ngram",
+    return ServerPlan(binary, files[0], files[1] if len(files) > 1 else None, choice.ngram,
                       k, slots, ctx, host, port, threads, extra)
 
 

@@ -16,12 +16,13 @@ from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any
 
 from specchat.chat.context import POLICIES as CONTEXT_POLICIES
+from specchat.choices import PolicyKind, draft_text
 from specchat.engine.loop import DraftSettings, GenerationSettings
 from specchat.engine.policy import TreeSettings
 from specchat.engine.sampling import SamplingParams
 
 BACKENDS = ("llamacpp", "transformers")
-POLICIES = ("fixed", "adaptive")
+POLICIES = tuple(PolicyKind)
 
 
 def bounded(kind: Callable[[str], Any], low: float | None, high: float | None
@@ -70,7 +71,7 @@ class ModelOptions:
     target: str = opt("default", "GGUF path, catalog name, or 'default'")
     draft: str = opt("default", "GGUF path, catalog name, 'default', 'ngram', 'ngram+MODEL' "
                                       "(n-gram matches first, the model otherwise) or 'none'",
-                     label="drafter", hint="as --draft takes it; the draft menu (Ctrl+D) swaps live")
+                     kind=draft_text, label="drafter", hint="as --draft takes it; the draft menu (Ctrl+D) swaps live")
     server: str | None = opt(
         None, "URL of a running llama-server (llama.cpp's own, e.g. http://127.0.0.1:8080): chat "
               "with its models and watch its speculation instead of loading models here (bench: one "
@@ -161,7 +162,7 @@ class DraftOptions:
 
     def engine(self) -> DraftSettings:
         tree = TreeSettings(self.tree_nodes, self.tree_p) if self.tree else None
-        return DraftSettings(self.k, self.n_min, self.p_min, self.policy == "adaptive", tree)
+        return DraftSettings(self.k, self.n_min, self.p_min, self.policy == PolicyKind.ADAPTIVE, tree)
 
 
 @dataclass

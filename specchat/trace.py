@@ -11,6 +11,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass, fields
+from enum import Enum
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,7 +21,6 @@ from specchat.engine.events import (
     Event,
     RoundEvent,
     TokenEvent,
-    TokenKind,
     TurnEvent,
 )
 from specchat.errors import SpecchatError
@@ -86,10 +86,15 @@ def event_from_json(data: dict[str, Any]) -> Event:
     cls = _TYPES[data["type"]]
     hints = typing.get_type_hints(cls)
     kwargs = {f.name: data[f.name] for f in fields(cls) if f.init and f.name in data}
-    if cls is TokenEvent:
-        kwargs["kind"] = TokenKind(str(kwargs.get("kind")))
     for name, value in kwargs.items():
-        if name != "kind" and not _fits(value, hints[name]):
+        hint = hints[name]
+        if isinstance(hint, type) and issubclass(hint, Enum):  # TokenKind, StopReason
+            try:
+                kwargs[name] = hint(value)
+            except ValueError:
+                raise ValueError(f"{data['type']} event: {name} = {str(value)[:30]} is not one "
+                                 f"of {', '.join(map(repr, hint))}") from None
+        elif not _fits(value, hint):
             raise ValueError(f"{data['type']} event: {name} = {str(value)[:30]} has the wrong type")
     return cls(**kwargs)
 

@@ -31,7 +31,8 @@ from rich.table import Table
 from specchat import costs, cpu, timing
 from specchat.bench.runner import Prompt, fresh, load_prompts
 from specchat.catalog.catalog import models_dir
-from specchat.catalog.tuned import draft_key, save_tuned
+from specchat.catalog.tuned import save_tuned
+from specchat.choices import DraftChoice, PolicyKind
 from specchat.config import Config
 from specchat.costs import conditional_rates
 from specchat.engine.drafters import NO_DRAFT, CombinedDrafter, Drafter, NoDrafter
@@ -43,8 +44,8 @@ from specchat.engine.stats import paired_speedup_interval
 from specchat.engine.text_drafter import TextDrafter
 from specchat.errors import SpecchatError
 from specchat.native.llama_tools import installed_build
-from specchat.render import table_console
 from specchat.settings import Settings
+from specchat.tables import table_console
 from specchat.wording import speedup_text
 
 KS = (1, 2, 3, 4, 6)
@@ -57,8 +58,9 @@ CALIBRATION_TOKENS = 48
 @dataclass
 class Arm:
     draft: str
+    """The drafter as `--draft` takes it."""
     k: int
-    policy: str
+    policy: PolicyKind
     predicted_speedup: float | None = None
     measured_speedup: float | None = None
     measured_low: float | None = None
@@ -90,19 +92,20 @@ def add_parser(sub: Any, defaults: Settings) -> argparse.ArgumentParser:
     return p
 
 
-def default_drafts(target: str) -> list[str]:
+def default_drafts(target: str) -> list[DraftChoice]:
     """The default pair's draft, n-gram lookup and both combined, and each installed catalog
     model with another vocabulary that drafts as text for `target` (engine/text_drafter.py)."""
     from specchat.catalog import compat
     from specchat.catalog.catalog import Catalog, installed_path, resolve_model
 
-    drafts = ["default", "ngram", "ngram+default"]
+    drafts = [DraftChoice(model="default"), DraftChoice(ngram=True),
+              DraftChoice(ngram=True, model="default")]
     try:
         path = resolve_model(target, "target")
         catalog = Catalog.load()
         for name, model in catalog.models.items():
             if (found := installed_path(model)) and compat.check(path, found).as_text:
-                drafts.append(name)
+                drafts.append(DraftChoice(model=name))
     except SpecchatError:
         pass  # the target's own error comes when it loads
     return drafts
@@ -141,7 +144,7 @@ def calibration_prompts(path: Path | None) -> list[Prompt]:
     return list({p.category: p for p in reversed(prompts)}.values())[::-1]
 
 
-def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], tokens: int,
+def tune(settings: Settings, asked: Sequence[DraftChoice | str], prompts: Sequence[Prompt], tokens: int,
          progress: Progress | None = None, trees: bool = False) -> dict[str, Any]:
     """Measure and recommend; the result is what `--json` prints."""
     from specchat.keeper import ModelKeeper
@@ -153,11 +156,12 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     )
 
     models = settings.models
+    drafts = [DraftChoice.of(d) for d in asked]
     one_draft_model_on_servers(models, drafts)
     greedy = SamplingParams()
     target = load_target(models.target, models)
     rng = np.random.default_rng(0)
-    drafters: dict[str, Drafter] = {d: load_drafter(d, target, greedy, rng, models) for d in drafts}
+    drafters = {d: load_drafter(d, target, greedy, rng, models) for d in drafts}
     engines = {NO_DRAFT: speculative_engine(target, NoDrafter(), greedy)}
     task = progress.add_task("timing the verify curve", total=None) if progress else None
 
@@ -175,19 +179,20 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     ks = draft_lengths(shape)
     draft_ms, untimed = _draft_pass_ms(drafters, target.tokens)
     drafts = [d for d in drafts if d not in untimed]
-    plan: list[tuple[str, Arm, DraftSettings]] = []
+    plan: list[tuple[DraftChoice, Arm, DraftSettings]] = []
     for d in drafts:
-        plan += [(d, Arm(d, k, "fixed"), DraftSettings(k=k)) for k in ks]
-        plan.append((d, Arm(d, K_MAX, "adaptive"), DraftSettings(k=K_MAX, adaptive=True)))
+        plan += [(d, Arm(str(d), k, PolicyKind.FIXED), DraftSettings(k=k)) for k in ks]
+        plan.append((d, Arm(str(d), K_MAX, PolicyKind.ADAPTIVE),
+                     DraftSettings(k=K_MAX, adaptive=True)))
         if trees and not isinstance(drafters[d], TextDrafter):  # it drafts chains
-            plan.append((d, Arm(d, K_MAX, "adaptive", tree=True),
+            plan.append((d, Arm(str(d), K_MAX, PolicyKind.ADAPTIVE, tree=True),
                          DraftSettings(k=K_MAX, adaptive=True, tree=TreeSettings())))
     if progress is not None and task is not None:
         progress.update(task, total=len(prompts) * (len(plan) + 1) + 1)
     step("calibrating")
     turns: dict[str, list[TurnEvent]] = {NO_DRAFT: []}
-    pairs: dict[str, list[tuple[int, int]]] = {d: [] for d in drafts}
-    drafting: dict[str, list[tuple[float, int]]] = {d: [] for d in drafts}
+    pairs: dict[DraftChoice, list[tuple[int, int]]] = {d: [] for d in drafts}
+    drafting: dict[DraftChoice, list[tuple[float, int]]] = {d: [] for d in drafts}
     """(draft seconds, tokens drafted) of each drafting round of the calibration's longest k."""
     for i, prompt in enumerate(prompts):
         turns[NO_DRAFT].append(_rounds(engines[NO_DRAFT], ids[i], tokens)[0])
@@ -200,7 +205,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
             engine = engines[key]
             turn, rounds = _rounds(engine, ids[i], tokens)
             turns.setdefault(key, []).append(turn)
-            if arm.policy == "fixed" and arm.k == max(ks):
+            if arm.policy == PolicyKind.FIXED and arm.k == max(ks):
                 pairs[d] += [(r.drafted, r.accepted) for r in rounds if r.drafted]
                 drafting[d] += [(r.draft_s, r.drafted) for r in rounds if r.drafted]
             step(f"{prompt.category}/{prompt.name}: {d} {_how(arm)}")
@@ -221,7 +226,7 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         arm.measured_low, arm.measured_high = paired_speedup_interval(
             [(max(0, t.n_tokens - 1), t.decode_s) for t in mine],
             [(max(0, t.n_tokens - 1), t.decode_s) for t in turns[NO_DRAFT]])
-        if arm.policy == "fixed":
+        if arm.policy == PolicyKind.FIXED:
             arm.predicted_speedup = costs.speedup(
                 costs.Costs(tuple(verify), in_turn[d]), accept, arm.k)
         else:
@@ -232,15 +237,15 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         _menu_key(d, drafters[d]): _measured(d, arms, in_turn[d], verify[0]) for d in drafts})
     best, paying = choose(arms) if arms else (None, False)
     recommended = ({"draft": best.draft, "k": best.k, "policy": best.policy, "tree": best.tree}
-                   if paying and best else {"draft": NO_DRAFT, "k": DraftSettings().k, "policy": "fixed",
-                                   "tree": False})
+                   if paying and best else {"draft": str(DraftChoice()), "k": DraftSettings().k,
+                                            "policy": PolicyKind.FIXED, "tree": False})
     others = cpu.others_share(cpu_start, cpu.sample())
     busy = cpu.busy_note(others, "the calibration")
     target.close()
     for drafter in drafters.values():
         drafter.close()
     return {
-        "untimed": untimed,
+        "untimed": {str(d): why for d, why in untimed.items()},
         "target": target.name, "prompts": [f"{p.category}/{p.name}" for p in prompts],
         "tokens": tokens, "target_only_tps": base,
         "threads": {"target": getattr(target, "n_threads", None),
@@ -249,7 +254,8 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
         "verify_cost": [{"n": n, "ms": round(ms, 3), "ratio": round(ms / verify[0], 3),
                          "spread_ratio": round(timing.spread(t) / verify[0], 3)}
                         for n, ms, t in zip(timing.SIZES, verify, times)],
-        "draft_ms": draft_ms, "draft_ms_in_turn": in_turn, "drafters": [asdict(a) for a in arms],
+        "draft_ms": {str(d): ms for d, ms in draft_ms.items()},
+        "draft_ms_in_turn": {str(d): ms for d, ms in in_turn.items()}, "drafters": [asdict(a) for a in arms],
         "others_cpu": others,
         "recommended": None if busy else recommended,
         "why": busy or (f"{best.draft} {_how(best)} measured "
@@ -260,8 +266,8 @@ def tune(settings: Settings, drafts: Sequence[str], prompts: Sequence[Prompt], t
     }
 
 
-def _draft_pass_ms(drafters: dict[str, Drafter], committed: Sequence[int]
-                   ) -> tuple[dict[str, float], dict[str, str]]:
+def _draft_pass_ms(drafters: dict[DraftChoice, Drafter], committed: Sequence[int]
+                   ) -> tuple[dict[DraftChoice, float], dict[DraftChoice, str]]:
     """Each drafter's pass in ms after reading `committed` (the target's tokens) in its own
     tokens (a draft of another vocabulary drafts as text: the text re-encoded), 0 for one with
     no model; and, by drafter, why one could not be timed (it is left out, the others go on)."""
@@ -280,7 +286,7 @@ def _how(arm: Arm) -> str:
     return f"{arm.policy}{' tree' if arm.tree else ''} k={arm.k}"
 
 
-def _key(draft: str, arm: Arm) -> str:
+def _key(draft: DraftChoice, arm: Arm) -> str:
     """An arm's engine and turns: one a drafter, policy, k and shape."""
     return f"{draft} {_how(arm)}"
 
@@ -295,18 +301,19 @@ def choose(arms: Sequence[Arm]) -> tuple[Arm, bool]:
     return max(paying or arms, key=lambda a: a.measured_speedup or 0.0), bool(paying)
 
 
-def _menu_key(draft: str, drafter: Drafter) -> str:
+def _menu_key(draft: DraftChoice, drafter: Drafter) -> str:
     """The draft as the menu names it: its model's file (names like `default` resolved)."""
     model = drafter.model
     if model is None:
-        return draft_key(draft)
-    return draft_key(("ngram+" if draft.startswith("ngram+") else "") + str(model.path))
+        return draft.key
+    return draft.with_model(str(model.path)).key
 
 
-def _measured(draft: str, arms: Sequence[Arm], draft_ms: float, step_ms: float) -> dict[str, Any]:
+def _measured(draft: DraftChoice, arms: Sequence[Arm], draft_ms: float, step_ms: float
+              ) -> dict[str, Any]:
     """The draft's best arm here, what a draft pass costs in target steps, and when and on
     which llama.cpp build it was measured: what the draft menu shows."""
-    best = max((a for a in arms if a.draft == draft), key=lambda a: a.measured_speedup or 0.0)
+    best = max((a for a in arms if a.draft == str(draft)), key=lambda a: a.measured_speedup or 0.0)
     out = {k: v for k, v in asdict(best).items() if v is not None}
     out |= {"draft_steps": round(draft_ms / step_ms, 3) if step_ms else 0.0,
             "when": time.strftime("%Y-%m-%d"), "build": installed_build()}
@@ -335,7 +342,11 @@ def run(args: argparse.Namespace) -> int:
     from specchat import settings as schema
 
     settings = schema.from_args(args, skip=("draft",))
-    drafts = args.draft or default_drafts(settings.models.target)
+    try:
+        drafts = ([DraftChoice.parse(d) for d in args.draft] if args.draft
+                  else default_drafts(settings.models.target))
+    except ValueError as exc:
+        raise SpecchatError(f"--draft: {exc}") from None
     prompts = calibration_prompts(args.prompts)
     err = Console(stderr=True)
     with Progress(console=err, transient=True, disable=args.json) as progress:

@@ -13,15 +13,17 @@ from rich.console import Console
 
 from specchat import settings as settings_schema
 from specchat.bench.runner import Remote
+from specchat.choices import DraftChoice
 from specchat.engine.backend import Backend
-from specchat.engine.drafters import NO_DRAFT, NoDrafter
+from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import Event
 from specchat.engine.loop import DraftSettings, GenerationSettings
 from specchat.engine.policy import TreeSettings
 from specchat.engine.sampling import SamplingParams
+from specchat.errors import SpecchatError
 from specchat.loading import speculative_engine
-from specchat.render import table_console
 from specchat.settings import Settings
+from specchat.tables import table_console
 
 
 def add_parser(sub, defaults: Settings) -> argparse.ArgumentParser:
@@ -60,8 +62,11 @@ def run(args: argparse.Namespace) -> int:
     categories = [c for c in args.categories.split(",") if c]
     prompts = load_prompts(args.prompts, categories)
     ks = [int(k) for k in args.k.split(",") if k]
-    drafters = [d for d in args.drafters.split(",") if d]
-    arms = [Arm(NO_DRAFT)]
+    try:
+        drafters = [DraftChoice.parse(d) for d in args.drafters.split(",") if d]
+    except ValueError as exc:
+        raise SpecchatError(f"--drafters: {exc}") from None
+    arms = [Arm(DraftChoice())]
     for d in drafters:
         chains = [DraftSettings(k=k) for k in ks]
         if args.adaptive:
@@ -72,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             arms += [Arm(d, replace(s, tree=tree)) for s in chains]
     options = settings_schema.from_args(args, skip=("draft",)).models
     one_draft_model_on_servers(options, drafters)
-    err.print(f"loading {options.target} and drafters {', '.join(drafters)} …", style="dim")
+    err.print(f"loading {options.target} and drafters {', '.join(map(str, drafters))} …", style="dim")
     target = load_target(options.target, options)
     rng = np.random.default_rng(0)
     loaded = {choice: load_drafter(choice, target, SamplingParams(), rng, options)

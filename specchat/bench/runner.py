@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from specchat.choices import DraftChoice
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import NO_DRAFT, Drafter
 from specchat.engine.events import Event, RoundEvent, TurnEvent
@@ -76,14 +77,17 @@ def load_prompts(path: Path | None = None, categories: Sequence[str] = ()) -> li
 
 @dataclass(frozen=True)
 class Arm:
-    """One way of decoding: a drafter (as `--draft` takes it) and its draft settings."""
+    """One way of decoding: a drafter (as `--draft` takes it, parsed) and its draft settings."""
 
-    drafter: str
+    drafter: DraftChoice
     settings: DraftSettings = field(default_factory=DraftSettings)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "drafter", DraftChoice.of(self.drafter))
 
     @property
     def label(self) -> str:
-        if self.drafter == NO_DRAFT:
+        if self.drafter.none:
             return "target only"
         how = f"adaptive k<={self.settings.k}" if self.settings.adaptive else f"k={self.settings.k}"
         return f"{self.short_drafter} {how}{' tree' if self.settings.tree else ''}"
@@ -91,12 +95,11 @@ class Arm:
     @property
     def short_drafter(self) -> str:
         """The drafter as a person names it: a GGUF path by its file stem."""
-        head, plus, model = self.drafter.rpartition("+")
-        return f"{head}{plus}{Path(model).stem if model.endswith('.gguf') else model}"
+        return self.drafter.short
 
     @property
     def fixed_k(self) -> int | None:
-        return None if self.drafter == NO_DRAFT or self.settings.adaptive else self.settings.k
+        return None if self.drafter.none or self.settings.adaptive else self.settings.k
 
 
 @dataclass
@@ -184,12 +187,14 @@ class BenchRunner:
     every arm. The engines live as long as the runner, so an adaptive policy keeps what it
     learned of the machine's costs from prompt to prompt, as it would in a long session."""
 
-    def __init__(self, target: Backend, drafters: Mapping[str, Drafter], arms: Sequence[Arm],
-                 max_tokens: int | None = None, remote: Mapping[str, Remote] | None = None) -> None:
+    def __init__(self, target: Backend, drafters: Mapping[DraftChoice, Drafter] | Mapping[str, Drafter],
+                 arms: Sequence[Arm], max_tokens: int | None = None,
+                 remote: Mapping[str, Remote] | None = None) -> None:
         self.target, self.max_tokens = target, max_tokens
         self.remote = dict(remote or {})
         greedy = SamplingParams()
-        self.engines = [(arm, speculative_engine(target, drafters[arm.drafter], greedy,
+        loaded = {DraftChoice.of(choice): drafter for choice, drafter in drafters.items()}
+        self.engines = [(arm, speculative_engine(target, loaded[arm.drafter], greedy,
                                                  arm.settings, np.random.default_rng(0)))
                         for arm in arms]
         warm_ids = self.prompt_ids(Prompt("warm-up", "warm-up", "Say hello."))
@@ -219,7 +224,7 @@ class BenchRunner:
 
 def run_suite(
     target: Backend,
-    drafters: Mapping[str, Drafter],
+    drafters: Mapping[DraftChoice, Drafter] | Mapping[str, Drafter],
     arms: Sequence[Arm],
     prompts: Sequence[Prompt],
     repeats: int = 1,

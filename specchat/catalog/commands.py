@@ -23,6 +23,7 @@ from specchat.catalog.fetch import fetch_model, sha256_file
 from specchat.catalog.layout import QUALITY_TOKENS, load_derived
 from specchat.config import Config
 from specchat.errors import ModelFileError, SpecchatError
+from specchat.tables import table_console
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -209,7 +210,7 @@ def cmd_path(name: str, config: Config) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
+    console = table_console()
     config = Config.load()  # a broken file was reported by the command line already
     match args.models_command:
         case "list":

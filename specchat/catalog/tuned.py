@@ -10,17 +10,7 @@ from typing import Any
 
 import tomli_w
 
-from specchat.engine.drafters import NO_DRAFT
-
 TUNED_FILE = "tuned.toml"
-
-
-def draft_key(value: str) -> str:
-    """A draft as the menu and tune both name it: `ngram`, a model's file name, or `ngram+`
-    and a file name (the menu holds paths, tune was given names)."""
-    if value.startswith("ngram+"):
-        return "ngram+" + Path(value.removeprefix("ngram+")).name
-    return value if value in (NO_DRAFT, "ngram") else Path(value).name
 
 
 def load_tuned(models_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:

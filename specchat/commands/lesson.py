@@ -60,6 +60,7 @@ def add_parser(sub: argparse._SubParsersAction, defaults: Settings) -> None:
 def why_no_models(settings: Settings) -> str | None:
     """Why the pair cannot load here (no llama.cpp, a model not installed), or None."""
     from specchat.catalog.catalog import resolve_model
+    from specchat.choices import DraftChoice
     from specchat.errors import SpecchatError
     from specchat.loading import require_llama_cpp
 
@@ -68,8 +69,8 @@ def why_no_models(settings: Settings) -> str | None:
     try:
         require_llama_cpp()
         resolve_model(settings.models.target, "target")
-        if settings.models.draft not in ("none", "ngram"):
-            resolve_model(settings.models.draft.removeprefix("ngram+"), "draft")
+        if (model := DraftChoice.parse(settings.models.draft).model) is not None:
+            resolve_model(model, "draft")
     except SpecchatError as exc:
         return str(exc).splitlines()[0]
     return None

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from specchat.engine.committed import GenerationSettings
+from specchat.engine.events import StopReason
 
 BASELINE_EVERY = 6
 """The baseline's target-only steps are timed among a reply's own rounds, at rounds 6, 12, 24,
@@ -65,14 +66,14 @@ class Baseline:
                 self.steps += [(len(committed), s) for s in self.time_steps(committed, 1)]
             del self.steps[:-self.settings.baseline_steps]
 
-    def rate(self, own_rate: float | None, committed: list[int], stop_reason: str
+    def rate(self, own_rate: float | None, committed: list[int], stop_reason: StopReason
              ) -> tuple[float | None, str]:
         """The reply's target-only rate and what it was measured from: a target-only reply's
         own rate, else the steps timed in it and the rest of `baseline_steps` timed now, at
         the depth it reached."""
         if not self.speculates and own_rate:
             return own_rate, "this turn (target only)"
-        if self.settings.baseline_steps > 0 and stop_reason != "cancelled":
+        if self.settings.baseline_steps > 0 and stop_reason != StopReason.CANCELLED:
             rest = self.time_steps(committed, self.settings.baseline_steps - len(self.steps))
             self.steps += [(len(committed), s) for s in rest]
             if self.steps:

@@ -7,6 +7,7 @@ import codecs
 from dataclasses import dataclass, field
 
 from specchat.engine.backend import Backend
+from specchat.engine.events import StopReason
 
 MAX_CHAR_COMPLETION = 4
 """Extra tokens allowed so a reply never ends inside a UTF-8 character."""
@@ -29,12 +30,12 @@ class CommittedReply:
         self.ids: list[int] = []
         self.text = ""
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self.stop_reason = ""
+        self.stop_reason = StopReason.NONE
 
     def add(self, token: int) -> str | None:
         """Commit one token; return the text it adds, or None if it ends the reply unseen."""
         if self.target.is_eog(token):
-            self.stop_reason = "eos"
+            self.stop_reason = StopReason.EOS
             return None
         piece = self._decoder.decode(self.target.token_bytes(token))
         self.ids.append(token)
@@ -44,12 +45,12 @@ class CommittedReply:
             at = self.text.find(stop, scan_from)
             if at >= 0:
                 self.text = self.text[:at]
-                self.stop_reason = "stop_string"
+                self.stop_reason = StopReason.STOP_STRING
                 return piece
         mid_char = bool(self._decoder.getstate()[0])
         limit = self.settings.max_tokens + (MAX_CHAR_COMPLETION if mid_char else 0)
         if len(self.ids) >= limit or (len(self.ids) >= self.settings.max_tokens and not mid_char):
-            self.stop_reason = "max_tokens"
+            self.stop_reason = StopReason.MAX_TOKENS
         return piece
 
     def finish(self) -> None:

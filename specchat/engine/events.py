@@ -26,6 +26,17 @@ class TokenKind(StrEnum):
     """A plain target token: target-only mode, or the first token of a turn."""
 
 
+class StopReason(StrEnum):
+    """Why a reply ended ("" while it goes on)."""
+
+    NONE = ""
+    EOS = "eos"
+    STOP_STRING = "stop_string"
+    MAX_TOKENS = "max_tokens"
+    CANCELLED = "cancelled"
+    CONTEXT_FULL = "context_full"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TokenEvent:
     kind: TokenKind
@@ -133,7 +144,7 @@ class TurnEvent:
     rounds: int
     draft: str
     k: int
-    stop_reason: str
+    stop_reason: StopReason
     """eos, stop_string, max_tokens, context_full (the context is full and the context policy
     leaves nothing more out), or cancelled."""
     policy: str = ""

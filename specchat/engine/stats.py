@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specchat.engine.events import ContextEvent, RoundEvent, TurnEvent
+from specchat.engine.events import ContextEvent, RoundEvent, StopReason, TurnEvent
 from specchat.numbers import mean, percentile
 
 
@@ -132,7 +132,8 @@ class TurnStats:
 
     def turn_event(
         self, *, text: str, token_ids: list[int], prompt_ids: list[int], wall_s: float,
-        target_passes: int, draft_passes: int, draft: str, k: int, policy: str, stop_reason: str,
+        target_passes: int, draft_passes: int, draft: str, k: int, policy: str,
+        stop_reason: StopReason,
         baseline: float | None = None, baseline_source: str = "not measured",
         others_cpu: float | None = None, baseline_steps_s: Sequence[float] = (),
         threads: int | None = None,

@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from specchat.engine.events import TokenKind
+from specchat.engine.outcome import Checked, Outcome
 from specchat.engine.sampling import sample
-from specchat.engine.types import Draft
+from specchat.engine.types import Draft, RowSummary
 from specchat.engine.verify import aligned
 
 
@@ -185,3 +187,27 @@ def tested_branches(tree: DraftTree, verdict: TreeVerdict) -> int:
     siblings = [c for c in tree.children(at - 1) if c >= tree.chain]
     stood = verdict.path[at] if len(verdict.path) > at else None
     return siblings.index(stood) + 1 if stood in siblings else len(siblings)
+
+
+def verify_tree(tree: DraftTree, summaries: Sequence[RowSummary],
+                p_dists: Sequence[np.ndarray] | None, rng: np.random.Generator) -> Outcome:
+    """A draft tree's outcome: greedy where `p_dists` is None, else the sampling rule."""
+    if p_dists is None:
+        verdict = verify_tree_greedy(tree, [s.top for s in summaries])
+    else:
+        verdict = verify_tree_sampling(tree, p_dists, rng)
+    on_path = set(verdict.path)
+    last = verdict.path[-1] if verdict.path else -1
+
+    def checked(c: int) -> Checked:
+        return Checked(tree.parents[c] + 1, tree.tokens[c], tree.q[c], verdict.uniforms.get(c),
+                       tree.depth(c), c >= tree.chain)
+
+    return Outcome(
+        stood=[checked(c) for c in verdict.path],
+        refused=[checked(c) for c in range(len(tree)) if c not in on_path],
+        next_row=last + 1, next_token=verdict.next_token,
+        kind=TokenKind.CORRECTED if tree.children(last) else TokenKind.BONUS,
+        chain_accepted=verdict.chain_accepted,
+        branch=tree.branch[last] if last >= tree.chain else None,
+        branches_tested=tested_branches(tree, verdict), kept=list(verdict.path))

@@ -147,6 +147,10 @@ class Plan(Protocol):
         drafting go on)."""
         ...
 
+    def batch_for(self, n: int) -> int:
+        """The verify batch to run for `n` tokens (padded where a larger batch costs less)."""
+        ...
+
     def worth_a_pass(self, source: str, i: int) -> bool:
         """Whether a model drafter should run the pass that proposes token i (after keeping
         token i - 1): False where no confidence it could come with would keep it."""

@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from specchat.engine.events import TokenKind
+from specchat.engine.outcome import Checked, Outcome
 from specchat.engine.sampling import sample
+from specchat.engine.types import Draft, RowSummary
 
 
 @dataclass(frozen=True)
@@ -72,3 +75,23 @@ def verify_sampling(
             residual = p
         return Verdict(i, sample(residual, rng), uniforms)
     return Verdict(len(draft), sample(p_dists[len(draft)], rng), uniforms)
+
+
+def verify_chain(draft: Draft, summaries: Sequence[RowSummary],
+                 p_dists: Sequence[np.ndarray] | None, rng: np.random.Generator) -> Outcome:
+    """A chain's outcome: greedy where `p_dists` is None (the rows' argmax decides), else the
+    sampling rule on the target's distributions."""
+    if p_dists is None:
+        verdict = verify_greedy(draft.tokens, [s.top for s in summaries])
+    else:
+        verdict = verify_sampling(draft.tokens, draft.dists, p_dists, rng)
+    n, us = verdict.n_accepted, verdict.uniforms
+
+    def checked(i: int) -> Checked:
+        return Checked(i, draft.tokens[i], draft.q[i], us[i] if i < len(us) else None, i)
+
+    kind = (TokenKind.TARGET if not draft.tokens else
+            TokenKind.BONUS if n == len(draft) else TokenKind.CORRECTED)
+    return Outcome(stood=[checked(i) for i in range(n)],
+                   refused=[checked(j) for j in range(n, len(draft))],
+                   next_row=n, next_token=verdict.next_token, kind=kind, chain_accepted=n)

@@ -16,6 +16,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from specchat.choices import DraftChoice
 from specchat.costs import Costs, break_even, speedup
 from specchat.errors import SpecchatError
 from specchat.lesson import figures
@@ -61,6 +62,12 @@ class RunSettings:
     draft: str = "model"
     policy: str = "fixed"
     kind: str = "code"
+
+    @property
+    def draft_choice(self) -> DraftChoice | None:
+        """The drafter this run loads beside the app's: n-gram lookup, or None for the app's
+        own draft model."""
+        return DraftChoice(ngram=True) if self.draft == DRAFTS[1] else None
 
     @classmethod
     def parse(cls, line: str) -> tuple[RunSettings, str]:

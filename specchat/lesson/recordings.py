@@ -18,6 +18,7 @@ import numpy as np
 
 from specchat.catalog.catalog import models_dir, resolve_model
 from specchat.catalog.layout import load_derived
+from specchat.choices import DraftChoice, PolicyKind
 from specchat.config import Config
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
@@ -234,11 +235,12 @@ class LiveRecordings(_Cached):
 
     def exercise(self, prompt: str, settings: RunSettings) -> Recording:
         engine = self.engine
-        drafter = self.keeper.load_drafter(engine, "ngram") if settings.draft == "ngram" else None
+        choice = settings.draft_choice
+        drafter = self.keeper.load_drafter(engine, choice) if choice else None
         if drafter is None and not engine.drafter.speculates:
             raise SpecchatError("the app runs the target alone: no draft model to race")
         draft = replace(engine.draft_settings, k=settings.k,
-                        adaptive=settings.policy == "adaptive")
+                        adaptive=settings.policy == PolicyKind.ADAPTIVE)
         try:
             plain, spec = self.keeper.race(engine, prompt, self.cancel, drafter=drafter,
                                            max_tokens=self.max_tokens, draft_settings=draft)
@@ -253,7 +255,7 @@ class LiveRecordings(_Cached):
         engine, keeper = self.engine, self.keeper
         drafter = None
         if arm == "ngram":
-            drafter = keeper.load_drafter(engine, "ngram")
+            drafter = keeper.load_drafter(engine, DraftChoice(ngram=True))
         elif arm == "other":
             try:
                 resolve_model(OTHER_DRAFT, "draft")

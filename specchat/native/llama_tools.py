@@ -103,6 +103,25 @@ def unpack(version: str, into: Path, patched: bool = True, leave_out: Sequence[s
     return root
 
 
+def before_source(version: str, without: list[str]) -> Path:
+    """Where the sdist without specchat's patches (or without only the patches `without` names,
+    by their number) is unpacked and built."""
+    name = f"without-{'-'.join(without)}-{patches_key(without)}" if without else "unpatched"
+    return cache_dir() / "llama.cpp" / name / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
+
+
+def built_before(version: str, without: list[str]) -> Path | None:
+    """The folder of that build's libllama and ggml, where they are built already."""
+    bin_dir = before_source(version, without) / "build" / "bin"
+    return bin_dir if list(bin_dir.glob("libllama.so*")) or list(bin_dir.glob("libllama.dylib")) else None
+
+
+def before_env(libraries: Path) -> dict[str, str]:
+    """The environment in which llama-cpp-python loads `libraries` instead of its own."""
+    return {**os.environ, "LLAMA_CPP_LIB_PATH": str(libraries),
+            "LD_LIBRARY_PATH": f"{libraries}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
+
+
 def _tools_root() -> Path | None:
     installed = _installed()
     return None if installed is None else cache_dir() / "llama.cpp" / f"llama_cpp_python-{installed[1]}"

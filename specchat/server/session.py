@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 from specchat.chat import context
 from specchat.chat.session import Conversation
-from specchat.engine.events import ContextEvent, Event, TurnEvent
+from specchat.engine.events import ContextEvent, Event, StopReason, TurnEvent
 from specchat.engine.loop import GenerationSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.types import FittedPrompt
@@ -110,7 +110,7 @@ class ServerSession:
         finally:
             chunks.close()
         baseline = None
-        if settings.baseline_steps and reply.stop_reason != "cancelled" and reply.stats.drafted:
+        if settings.baseline_steps and reply.stop_reason != StopReason.CANCELLED and reply.stats.drafted:
             baseline = self.baseline(prompt_ids, reply.text, len(reply.token_ids),
                                      settings.baseline_steps)
         yield reply.turn(prompt_ids, baseline)

@@ -17,13 +17,14 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
-from specchat.engine.events import Event, RoundEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.events import Event, RoundEvent, StopReason, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.server.client import Chunk
 
 UNKNOWN_ID = -1
 """The id of a token the server did not name (a rejected draft, or a held-back token)."""
-STOP_REASONS = {"eos": "eos", "word": "stop_string", "limit": "max_tokens"}
+STOP_REASONS = {"eos": StopReason.EOS, "word": StopReason.STOP_STRING,
+                "limit": StopReason.MAX_TOKENS}
 
 
 @dataclass
@@ -54,7 +55,7 @@ class ServerReply:
     last_t: float = 0.0
     k_max: int = 0
     final: dict[str, float] = field(default_factory=dict)
-    stop_reason: str = "cancelled"
+    stop_reason: StopReason = StopReason.CANCELLED
 
     def events(self, chunks: Iterable[Chunk], cancel: threading.Event | None = None,
                ) -> Iterator[Event]:
@@ -65,7 +66,7 @@ class ServerReply:
             yield from self.take(chunk)
             if chunk.stop:
                 self.final = dict(chunk.timings)
-                self.stop_reason = STOP_REASONS.get(chunk.stop_type, "eos")
+                self.stop_reason = STOP_REASONS.get(chunk.stop_type, StopReason.EOS)
                 break
             if cancel is not None and cancel.is_set():
                 break

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from support.checks import missing
 
-from benchmarks.llama_params import model_params
+from specchat.backends.repack import model_params
 from specchat.catalog.layout import Q4_0, system_flags
 from specchat.errors import SpecchatError
 from specchat.native import llama_tools
@@ -101,7 +101,7 @@ def test_a_q4_0_batch_of_every_size_matches_the_unrepacked_weights(q4_0_file, th
     and 0008 on AVX2 and AVX-512) against the same tokens through the weights as the file holds
     them: one chunk a matrix on one thread, chunks of 8 columns of the 64-wide ones on two. The
     paths must differ somewhere (else no repacked kernel ran)."""
-    from benchmarks.batching_drift import batch_gaps
+    from specchat.backends.repack import batch_gaps
 
     gaps = batch_gaps(q4_0_file, threads)
     for size, gap in enumerate(gaps, 1):
@@ -156,7 +156,7 @@ def test_a_hot_output_scores_its_rows_as_the_full_layer_and_the_rest_not_at_all(
 
 
 def _unpatched() -> Path | None:
-    from benchmarks.gemm_patch import built_before
+    from specchat.native.llama_tools import built_before
 
     return built_before(llama_cpp.__version__, [])
 
@@ -166,7 +166,7 @@ def test_a_q4_0_batch_gives_the_unpatched_kernels_bits(q4_0_file, threads):
     """The patched repacked kernels against llama.cpp's own (the same sdist built without
     patches/llama.cpp: install.sh --dev builds it with `python -m benchmarks.gemm_patch
     --build`): every batch of 1 to 40 rows, the same bits, each side in its own process."""
-    from benchmarks.gemm_patch import before_env
+    from specchat.native.llama_tools import before_env
 
     libraries = _unpatched()
     if libraries is None:

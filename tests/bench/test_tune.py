@@ -107,9 +107,9 @@ def test_tune_tries_each_installed_model_that_drafts_as_text(tiny, tmp_path, mon
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(models))
     monkeypatch.setenv("SPECCHAT_CONFIG", str(tmp_path / "config.toml"))
     os.link(tiny.target, models / catalog.models[catalog.pairs["default"]["target"]].file)
-    assert default_drafts("default") == ["default", "ngram", "ngram+default"]
+    assert list(map(str, default_drafts("default"))) == ["default", "ngram", "ngram+default"]
     os.link(tiny.other_vocab, models / catalog.models["smollm2-135m-instruct-q4_1"].file)
-    assert default_drafts("default")[3:] == ["smollm2-135m-instruct-q4_1"]
+    assert list(map(str, default_drafts("default")[3:])) == ["smollm2-135m-instruct-q4_1"]
 
 
 def test_tune_with_no_draft_named_tries_the_default_drafts(tiny, tmp_path):

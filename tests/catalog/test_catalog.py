@@ -141,6 +141,10 @@ def test_models_add_registers_a_file_that_list_then_shows(tiny, tmp_path):
     assert listing.returncode == 0
     assert "tiny-draft" in listing.stdout
     assert "qwen2.5-coder-1.5b-instruct-q4_k_m" in listing.stdout
+    # piped, as `specchat models list | cat`: every row whole on one line, no cell folded
+    whole = [line for line in listing.stdout.splitlines()
+             if f"│ {tiny.draft} " in line or "│ not installed " in line]
+    assert len(whole) == 4, listing.stdout
     bad = specchat("models", "add", str(tmp_path / "config.toml"), tmp_path=tmp_path)
     assert bad.returncode == 2 and "not a GGUF" in bad.stderr
 

@@ -160,7 +160,7 @@ def test_speculative_sampling_follows_the_target_distribution(models, q4_0_draft
     draft = {"Q4_0 draft": q4_0_draft, "hot-vocabulary draft": hot_draft}.get(layout, draft)
     ids = prompt_ids(target, "sampling")
     if rule == "wrong rule":
-        monkeypatch.setattr("specchat.engine.loop.verify_sampling", wrong_rule)
+        monkeypatch.setattr("specchat.engine.verify.verify_sampling", wrong_rule)
     rng = np.random.default_rng(7)
     engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING,
                                DraftSettings(k=2), rng)

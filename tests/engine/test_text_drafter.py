@@ -128,7 +128,7 @@ def test_sampling_on_the_shared_tokens_follows_the_target_distribution(text_pair
     target, other = text_pair
     ids = prompt_ids(target, "hello world")
     if rule == "wrong rule":
-        monkeypatch.setattr("specchat.engine.loop.verify_sampling", wrong_rule)
+        monkeypatch.setattr("specchat.engine.verify.verify_sampling", wrong_rule)
     rng = np.random.default_rng(11)
     drafter = TextDrafter(other, target, SAMPLING, rng)
     proposed = []

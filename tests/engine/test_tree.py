@@ -80,14 +80,16 @@ def test_branches_stand_and_lose_and_are_told_apart(models, near_tie):
 
 def test_a_verifier_that_takes_a_branch_the_target_did_not_choose_fails(models, near_tie,
                                                                        monkeypatch):
+    rule = tree_rule.verify_tree_greedy
+
     def takes_the_first_branch(tree, argmax):
-        verdict = tree_rule.verify_tree_greedy(tree, argmax)
+        verdict = rule(tree, argmax)
         wrong = [c for c in tree.children(-1) if c >= tree.chain]
         if not verdict.path and wrong:
             return TreeVerdict([wrong[0]], int(argmax[wrong[0] + 1]))
         return verdict
 
-    monkeypatch.setattr("specchat.engine.loop.verify_tree_greedy", takes_the_first_branch)
+    monkeypatch.setattr("specchat.engine.tree.verify_tree_greedy", takes_the_first_branch)
     target, draft = models
     with pytest.raises(AssertionError):
         for text in ("the cat sat on", "hello world", "0123456789"):
@@ -207,7 +209,7 @@ def test_tree_sampling_follows_the_target_distribution(models, rule, monkeypatch
     target, draft = models
     ids = prompt_ids(target, "sampling")
     if rule == "p never the residual":
-        monkeypatch.setattr("specchat.engine.loop.verify_tree_sampling", _keeps_p)
+        monkeypatch.setattr("specchat.engine.tree.verify_tree_sampling", _keeps_p)
     rng = np.random.default_rng(11)
     engine = SpeculativeEngine(target, ModelDrafter(draft, SAMPLING, rng), SAMPLING,
                                DraftSettings(k=1, tree=ALWAYS), rng)

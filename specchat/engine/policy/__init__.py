@@ -10,11 +10,12 @@ probing now and then (schedule.py). docs/lab/ holds the measurements behind the 
 """
 
 from specchat.engine.policy.adaptive import AdaptivePolicy
+from specchat.engine.policy.base import Policy, Prediction, Seen
 from specchat.engine.policy.branching import TreeSettings
 from specchat.engine.policy.cost_model import CostModel
-from specchat.engine.policy.fixed import FixedPolicy, Policy
+from specchat.engine.policy.fixed import FixedPolicy
 from specchat.engine.policy.machine import MachineCosts
 from specchat.engine.policy.rates import expected_tokens
 
 __all__ = ["AdaptivePolicy", "CostModel", "FixedPolicy", "MachineCosts", "Policy",
-           "TreeSettings", "expected_tokens"]
+           "Prediction", "Seen", "TreeSettings", "expected_tokens"]

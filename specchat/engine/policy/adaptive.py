@@ -5,6 +5,7 @@ probes now and then (`ProbeSchedule`). The measurements behind each rule: docs/l
 
 from __future__ import annotations
 
+from specchat.engine.policy.base import Policy, PricedPlan
 from specchat.engine.policy.branching import TreeSettings
 from specchat.engine.policy.cost_model import CostModel
 from specchat.engine.policy.rates import expected_tokens
@@ -25,7 +26,7 @@ EXPLORE_SAMPLES = 3
 """Rounds a batch size one past the best is timed before its extrapolation is trusted."""
 
 
-class AdaptivePolicy:
+class AdaptivePolicy(Policy):
     """Choose each round's draft length from the cost model."""
 
     def __init__(self, k_max: int = 8, costs: CostModel | None = None,
@@ -35,7 +36,7 @@ class AdaptivePolicy:
         self.costs = costs or CostModel()
         self.probes = ProbeSchedule()
 
-    def plan(self, cap: int) -> Plan:
+    def _plan(self, cap: int) -> Plan:
         return _AdaptivePlan(self, cap)
 
     def start_turn(self) -> None:
@@ -43,7 +44,7 @@ class AdaptivePolicy:
         self.costs.start_turn()
 
 
-class _AdaptivePlan:
+class _AdaptivePlan(PricedPlan):
     """One round's choice, made when the drafter asks (`k`), then token by token (`keep`)."""
 
     def __init__(self, policy: AdaptivePolicy, cap: int) -> None:

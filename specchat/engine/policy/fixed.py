@@ -1,28 +1,17 @@
-"""The policy protocol, and llama.cpp's rule: draft k tokens, stop below a confidence."""
+"""llama.cpp's rule: draft k tokens, stop below a confidence."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
+from specchat.engine.policy.base import Policy, PricedPlan
 from specchat.engine.policy.branching import Branching, TreeSettings
 from specchat.engine.policy.cost_model import CostModel
 from specchat.engine.types import Plan
 
 
-class Policy(Protocol):
-    name: str
-    costs: CostModel
-
-    def plan(self, cap: int) -> Plan: ...
-
-    def start_turn(self) -> None:
-        """A reply begins (a new message may be another kind of text)."""
-        ...
-
-
 @dataclass
-class _FixedPlan:
+class _FixedPlan(PricedPlan):
     k_max: int
     p_min: float
     costs: CostModel
@@ -56,7 +45,7 @@ class _FixedPlan:
                                            source, i, conf, chances, 1 + self.asked, 0.0)
 
 
-class FixedPolicy:
+class FixedPolicy(Policy):
     """Draft k tokens every round, stopping below `p_min`; still predicts each round's rate."""
 
     def __init__(self, k: int, p_min: float = 0.0, costs: CostModel | None = None,
@@ -65,9 +54,6 @@ class FixedPolicy:
         self.name = f"fixed k={k}" + (" tree" if tree else "")
         self.costs = costs or CostModel()
 
-    def plan(self, cap: int) -> Plan:
+    def _plan(self, cap: int) -> Plan:
         branching = self.tree.branching(priced=False) if self.tree else None
         return _FixedPlan(min(self.k, cap), self.p_min, self.costs, branching)
-
-    def start_turn(self) -> None:
-        pass  # the same k every round, whatever the text

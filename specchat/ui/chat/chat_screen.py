@@ -18,6 +18,7 @@ from textual.widgets import Footer, Header
 
 from specchat.chat.history import HistoryStore
 from specchat.chat.state import ChatState
+from specchat.choices import ModelRole
 from specchat.cpu import physical_cores
 from specchat.engine.events import ContextEvent, TurnEvent
 from specchat.keeper import ModelKeeper
@@ -293,4 +294,4 @@ class ChatScreen(Screen):
 
     def action_menu(self, role: str) -> None:
         """The draft or target menu (Ctrl+D, Ctrl+T)."""
-        self.models.open_menu(role, self.view.status_text)
+        self.models.open_menu(ModelRole(role), self.view.status_text)

@@ -20,6 +20,7 @@ from textual.worker import get_current_worker
 from specchat.chat.history import HistoryStore
 from specchat.chat.session import ChatSession
 from specchat.chat.state import ChatState, Session
+from specchat.choices import ModelRole
 from specchat.engine.loop import SpeculativeEngine
 from specchat.errors import ModelNotInstalledError, SpecchatError
 from specchat.keeper import ModelKeeper
@@ -166,17 +167,17 @@ class ModelLoader(Widget):
         self.chat.session.context_policy = self.settings.sampling.context_policy
 
     # -- the menus and swaps ----------------------------------------------------------------
-    def open_menu(self, role: str, status: str) -> None:
+    def open_menu(self, role: ModelRole, status: str) -> None:
         """The draft or target menu; `status` is the status line to show again once it is up."""
         if engine := self.idle_engine(f"changing the {role}"):
             self.post_message(StatusLine("reading model headers…"))
             self._menu(engine, role, status)
 
     @work(thread=True, exclusive=True, group="menu")
-    def _menu(self, engine: SpeculativeEngine, role: str, status: str) -> None:
+    def _menu(self, engine: SpeculativeEngine, role: ModelRole, status: str) -> None:
         """Judge every GGUF on disk from its header off the UI thread (a Qwen header takes most
         of a second to read the first time), then show the menu."""
-        if role == "draft":
+        if role is ModelRole.DRAFT:
             choices = draft_choices(engine.target.path)
             empty = "" if any(c.ok for c in choices[2:]) else \
                 "No compatible draft model on disk for this target."

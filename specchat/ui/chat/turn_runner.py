@@ -13,7 +13,7 @@ from textual import work
 from textual.widget import Widget
 
 from specchat.chat.state import ChatState
-from specchat.engine.events import RoundEvent, TurnEvent
+from specchat.engine.events import RoundEvent, StopReason, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.errors import SpecchatError
 from specchat.keeper import ModelKeeper
@@ -101,7 +101,7 @@ class TurnRunner(Widget):
 
     def on_race_ready(self, message: RaceReady) -> None:
         message.stop()
-        stopped = any(e.stop_reason == "cancelled" for lane in message.lanes
+        stopped = any(e.stop_reason == StopReason.CANCELLED for lane in message.lanes
                       for e in lane.events if isinstance(e, TurnEvent))
         self.post_message(StatusLine("race stopped" if stopped else
                                      "race ready: both lanes recorded"))

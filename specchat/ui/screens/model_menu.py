@@ -17,7 +17,8 @@ from textual.widgets.option_list import Option
 from specchat.catalog import compat
 from specchat.catalog.catalog import local_ggufs, models_dir
 from specchat.catalog.layout import layout_note, load_derived
-from specchat.catalog.tuned import draft_key, load_tuned
+from specchat.catalog.tuned import load_tuned
+from specchat.choices import DraftChoice
 from specchat.errors import ModelFileError
 from specchat.wording import speedup_text
 
@@ -38,8 +39,9 @@ def draft_choices(target: Path) -> list[ModelChoice]:
     """none, n-gram, every GGUF in the models folders judged against the target, then each
     compatible one combined with n-gram lookup (n-gram matches first, the model otherwise)."""
     choices = [
-        ModelChoice("none", "none: target only (the baseline)", True, ""),
-        ModelChoice("ngram", "n-gram: prompt lookup, no draft model", True, ""),
+        ModelChoice(str(DraftChoice()), "none: target only (the baseline)", True, ""),
+        ModelChoice(str(DraftChoice(ngram=True)), "n-gram: prompt lookup, no draft model", True,
+                    ""),
     ]
     records = load_derived(models_dir())
     for path in sorted(local_ggufs()):
@@ -51,10 +53,12 @@ def draft_choices(target: Path) -> list[ModelChoice]:
                                        verdict.drafting, layout_note(records, path, "draft")))
         except ModelFileError as exc:
             choices.append(ModelChoice(str(path), path.stem, False, str(exc)))
-    choices += [ModelChoice(f"ngram+{c.value}", f"combined: n-gram first, then {c.label}", True, "")
+    choices += [ModelChoice(str(DraftChoice(ngram=True, model=c.value)),
+                            f"combined: n-gram first, then {c.label}", True, "")
                 for c in choices[2:] if c.ok]
     tuned = load_tuned(models_dir()).get(target.name, {})
-    return [replace(c, note="\n  ".join(filter(None, (c.note, tuned_note(tuned.get(draft_key(c.value)))))))
+    return [replace(c, note="\n  ".join(filter(None, (
+        c.note, tuned_note(tuned.get(DraftChoice.parse(c.value).key))))))
             for c in choices]
 
 

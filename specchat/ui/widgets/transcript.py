@@ -14,14 +14,14 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from specchat.chat.history import StoredMessage
-from specchat.engine.events import ContextEvent, Event, RoundEvent, TokenEvent, TurnEvent
+from specchat.engine.events import ContextEvent, Event, RoundEvent, StopReason, TokenEvent, TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.ui.slides import TurnSlide, file_name
 from specchat.ui.widgets.live_reply import LiveReply
 from specchat.wording import context_note
 
-ENDS = {"cancelled": "stopped",
-        "context_full": "the context is full: Ctrl+N starts a new chat, or raise --ctx"}
+ENDS = {StopReason.CANCELLED: "stopped",
+        StopReason.CONTEXT_FULL: "the context is full: Ctrl+N starts a new chat, or raise --ctx"}
 """The note under a reply that ended for one of these reasons."""
 FOLLOW_LINES = 3
 """The view follows a growing reply only while it is this close to the bottom."""

@@ -25,27 +25,33 @@ import platformdirs
 from specchat.config import APP
 from specchat.engine.events import Event, TokenEvent, TokenKind, TurnEvent
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS conversations (
-    id INTEGER PRIMARY KEY,
-    title TEXT NOT NULL,
-    created REAL NOT NULL,
-    updated REAL NOT NULL,
-    target TEXT NOT NULL DEFAULT '',
-    draft TEXT NOT NULL DEFAULT '',
-    system TEXT
-);
-CREATE TABLE IF NOT EXISTS messages (
-    id INTEGER PRIMARY KEY,
-    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-    role TEXT NOT NULL,
-    content TEXT NOT NULL,
-    stats TEXT,
-    created REAL NOT NULL,
-    complete INTEGER NOT NULL DEFAULT 1
-);
-CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
-"""
+UPGRADES = (
+    """
+    CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY,
+        title TEXT NOT NULL,
+        created REAL NOT NULL,
+        updated REAL NOT NULL,
+        target TEXT NOT NULL DEFAULT '',
+        draft TEXT NOT NULL DEFAULT '',
+        system TEXT
+    );
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        stats TEXT,
+        created REAL NOT NULL
+    );
+    CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+    """,
+    # 2: replies saved as they grow, marked incomplete until their turn ends
+    "ALTER TABLE messages ADD COLUMN complete INTEGER NOT NULL DEFAULT 1;",
+)
+"""The schema's upgrade steps in order: a file at version v (PRAGMA user_version) runs the
+steps after its v-th; a new file runs them all."""
+SCHEMA_VERSION = len(UPGRADES)
 
 
 LOCK_WAIT_S = 1.0
@@ -90,16 +96,31 @@ def _connect(target: Path | str) -> sqlite3.Connection:
     return db
 
 
+def _version(db: sqlite3.Connection) -> int:
+    """The file's schema version; a file written before versions were kept (user_version 0
+    with tables) is told by the column version 2 added."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version == 0 and db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages'"
+                                   ).fetchone():
+        columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
+        version = 2 if "complete" in columns else 1
+    return int(version)
+
+
 def _open(target: Path | str) -> sqlite3.Connection:
-    """A connection with the schema in place (an older file gains the columns it lacks)."""
+    """A connection with the schema at SCHEMA_VERSION (an older file upgraded, step by step,
+    in one transaction); a file from a newer specchat is refused (sqlite3.DatabaseError)."""
     db = _connect(target)
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
-        db.executescript(SCHEMA)
-        columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
-        if "complete" not in columns:  # written by specchat before replies were saved growing
-            db.execute("ALTER TABLE messages ADD COLUMN complete INTEGER NOT NULL DEFAULT 1")
+        version = _version(db)
+        if version > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(f"written by a newer specchat (schema {version}, this "
+                                        f"one knows {SCHEMA_VERSION})")
+        if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            db.executescript("BEGIN;" + "".join(UPGRADES[version:])
+                             + f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
         db.execute("SELECT count(*) FROM messages JOIN conversations "
                    "ON conversations.id = conversation_id").fetchone()
     except BaseException:

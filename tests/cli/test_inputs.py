@@ -219,14 +219,47 @@ def use_history(path: Path) -> None:
     store.close()
 
 
-def test_a_history_from_the_version_before_gains_the_new_column(tmp_path):
+EARLIER_VERSIONS = {
+    "1, unversioned": OLD_SCHEMA,
+    "2, unversioned": OLD_SCHEMA + "ALTER TABLE messages ADD COLUMN complete INTEGER NOT NULL "
+                                   "DEFAULT 1; UPDATE messages SET complete = 0 WHERE id = 2;",
+}
+
+
+@pytest.mark.parametrize("version", EARLIER_VERSIONS)
+def test_a_history_of_every_earlier_version_opens_upgraded(tmp_path, version):
+    """A file written by each earlier specchat: its messages read back, it is at this version
+    afterwards (PRAGMA user_version), and new messages are saved to it."""
+    from specchat.chat.history import SCHEMA_VERSION
+
     path = tmp_path / "history.sqlite3"
     with sqlite3.connect(path) as db:
-        db.executescript(OLD_SCHEMA)
+        db.executescript(EARLIER_VERSIONS[version])
     store = HistoryStore(path)
     assert store.problem is None
+    complete = version.startswith("1")  # version 1 saved replies only once they were whole
     assert [(m.role, m.content, m.complete) for m in store.messages(1)] == [
-        ("user", "hello", True), ("assistant", "hi", True)]
+        ("user", "hello", True), ("assistant", "hi", complete)]
+    store.add_message(1, "user", "and now")
+    store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert HistoryStore(path).messages(1)[-1].content == "and now"
+
+
+def test_a_history_from_a_newer_specchat_is_left_as_it_is(tmp_path):
+    from specchat.chat.history import SCHEMA_VERSION
+
+    path = tmp_path / "history.sqlite3"
+    HistoryStore(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    before = path.read_bytes()
+    store = HistoryStore(path)
+    assert store.problem and "newer specchat" in store.problem
+    store.add_message(store.new_conversation("here", "t", "d"), "user", "kept in memory")
+    store.close()
+    assert path.read_bytes() == before
 
 
 @functools.cache

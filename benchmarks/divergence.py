@@ -15,9 +15,10 @@ import numpy as np
 from benchmarks import arguments
 from specchat.chat.session import ChatSession
 from specchat.engine.compare import batching_gap_drift, divergence
-from specchat.engine.drafters import NgramDrafter, NoDrafter
+from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import TokenEvent, turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.engine.sampling import SamplingParams
 from specchat.loading import load_drafter, load_target
 from specchat.settings import ModelOptions, Settings

@@ -47,9 +47,10 @@ import numpy as np
 from benchmarks.random_models import QWEN_05B, QWEN_7B, SMALL_DRAFT, SMALL_TARGET, Shape
 from specchat import timing
 from specchat.engine.backend import Backend
-from specchat.engine.drafters import ModelDrafter, NoDrafter
+from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import RoundEvent, TurnEvent, turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.model_drafter import ModelDrafter
 from specchat.engine.policy import expected_tokens
 from specchat.engine.sampling import SamplingParams
 from specchat.native import model_thread

@@ -19,14 +19,11 @@ from specchat.chat.state import Session
 from specchat.choices import DraftChoice
 from specchat.cpu import CpuWatch
 from specchat.engine.backend import Backend
-from specchat.engine.drafters import (
-    CombinedDrafter,
-    Drafter,
-    ModelDrafter,
-    NgramDrafter,
-    NoDrafter,
-)
+from specchat.engine.combined_drafter import CombinedDrafter
+from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
+from specchat.engine.model_drafter import ModelDrafter
+from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.text_drafter import TextDrafter, round_trips
 from specchat.errors import CacheTruncationError, IncompatibleDraftError, SpecchatError

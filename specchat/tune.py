@@ -35,7 +35,8 @@ from specchat.catalog.tuned import save_tuned
 from specchat.choices import DraftChoice, PolicyKind
 from specchat.config import Config
 from specchat.costs import conditional_rates
-from specchat.engine.drafters import NO_DRAFT, CombinedDrafter, Drafter, NoDrafter
+from specchat.engine.combined_drafter import CombinedDrafter
+from specchat.engine.drafters import NO_DRAFT, Drafter, NoDrafter
 from specchat.engine.events import RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.policy import TreeSettings

@@ -1,30 +1,24 @@
 """Drafters: whatever proposes the next few tokens for the target to check.
 
-All share one interface so a menu can swap them mid-conversation: `propose(committed, plan)`
+All share one interface (`Drafter`) so a menu can swap them mid-conversation: `propose(committed, plan)`
 returns a `Draft`, asking the round's `Plan` (engine/policy/) how far to draft and whether to
 keep each token; `release(committed)` forgets what the target refused. A model drafter keeps
 its own KV cache in step with the committed tokens; the n-gram drafter keeps an index of the
 conversation; the combined drafter takes an n-gram match when there is one and the model's draft
-otherwise; `NoDrafter` proposes nothing (target only, the baseline).
+otherwise; `NoDrafter` proposes nothing (target only, the baseline). One module each:
+model_drafter.py, ngram_drafter.py, combined_drafter.py, text_drafter.py (another vocabulary).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 
-from specchat.engine import kvsync
 from specchat.engine.backend import Backend
-from specchat.engine.draft_model import DraftModel
-from specchat.engine.guessed_rows import GuessedRows
-from specchat.engine.ngram_index import NgramIndex
-from specchat.engine.policy.branching import chance_given_refused
-from specchat.engine.sampling import SamplingParams, row_summary, sample
-from specchat.engine.text_drafter import TextDrafter
-from specchat.engine.types import Branch, Draft, Plan
+from specchat.engine.sampling import SamplingParams
+from specchat.engine.types import Draft, Plan
 
 NO_DRAFT = "none"
 """The name of target-only decoding: the drafter that proposes nothing, as settings, the bench's
@@ -59,7 +53,7 @@ class Drafter(Protocol):
         ...
 
 
-class _NoModel:
+class NoModel:
     """What the drafters without a model of their own share: nothing to configure or free."""
 
     passes = 0
@@ -73,7 +67,7 @@ class _NoModel:
         pass
 
 
-class NoDrafter(_NoModel):
+class NoDrafter(NoModel):
     """Target only: every round is one plain target step."""
 
     name = NO_DRAFT
@@ -84,195 +78,3 @@ class NoDrafter(_NoModel):
 
     def release(self, committed: Sequence[int]) -> None:
         pass
-
-
-class ModelDrafter(DraftModel):
-    """A small model that shares the target's vocabulary proposes up to k tokens, stopping
-    where the plan no longer keeps a token given the draft's top probability. Where its
-    passes over a few tokens cost little more than over one, a pass also reads guessed next
-    tokens and uses the rows after the ones it then proposes (engine/guessed_rows.py)."""
-
-    def __init__(self, backend: Backend, sampling: SamplingParams, rng: np.random.Generator,
-                 batch_steps: Sequence[float] = ()) -> None:
-        super().__init__(backend, sampling, rng)
-        self.name = backend.name
-        self.guessed = GuessedRows(batch_steps)
-
-    def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
-        feed = kvsync.pending(self.backend, committed)
-        draft = Draft(dists=None if self.sampling.greedy else [], source=self.name,
-                      uses_passes=True, behind=len(feed))
-        k = min(plan.k(self.name, True, len(feed)), self.backend.n_ctx - len(committed))
-        if k <= 0:
-            return draft
-        self.guessed.follow(committed)
-        seq = list(committed)
-        while True:
-            t0 = time.perf_counter()
-            extra = self.guessed.extra(seq, len(feed), k - len(draft) - 1)
-            extra = extra[: self.backend.n_ctx - len(self.backend.tokens) - len(feed)]
-            rows = self.backend.eval(feed + extra, len(feed) - 1)
-            later = draft.catchup_s > 0
-            if not later:
-                draft.catchup_s, draft.widened = time.perf_counter() - t0, bool(extra)
-            for j, row in enumerate(rows):  # row j follows extra[j - 1]: the draft's own row
-                draft.later_draws += later  # while the guesses were its own tokens
-                if not self._keep(draft, row, plan):
-                    return draft
-                seq.append(draft.tokens[-1])
-                if len(draft) == k:
-                    return draft
-                if j == len(extra) or extra[j] != draft.tokens[-1]:
-                    break
-            if not plan.worth_a_pass(self.name, len(draft)):
-                return draft
-            feed = kvsync.pending(self.backend, seq)
-
-    def _keep(self, draft: Draft, row: np.ndarray, plan: Plan) -> bool:
-        """Draw the next token from `row` and add it to `draft` if the plan keeps it, with the
-        alternatives beside it the plan asks for (a draft tree)."""
-        if draft.dists is None:  # greedy: argmax and its softmax probability, no full copy
-            tok, _, lse = row_summary(row)
-            q = top = float(np.exp(row[tok] - lse))
-        else:
-            probs = self.sampling.distribution(row)
-            tok = sample(probs, self.rng)
-            q, top = float(probs[tok]), float(probs.max())
-        if not plan.keep(self.name, len(draft), top):
-            return False
-        if plan.width > 1:  # told of every kept token: the round's reach follows the chain
-            others: list[tuple[int, float]] = []
-            chances: list[float] = []
-            if top < plan.p_branch:  # only an unsure token's alternatives are worth finding
-                others, chances = (self._next_best(row, tok, q, lse, plan.width - 1)
-                                   if draft.dists is None
-                                   else self._drawn_without(probs, tok, plan.width - 1))
-            n = plan.alternatives(self.name, len(draft), top, chances)
-            draft.branches.extend(
-                Branch(len(draft), [alt], [p], None if draft.dists is None else [probs])
-                for alt, p in others[:n])
-        draft.tokens.append(tok)
-        draft.q.append(q)
-        draft.conf.append(top)
-        if draft.dists is not None:
-            draft.dists.append(probs)
-        return True
-
-    @staticmethod
-    def _next_best(row: np.ndarray, tok: int, q: float, lse: float, n: int
-                   ) -> tuple[list[tuple[int, float]], list[float]]:
-        """Greedy: the n tokens after the argmax `tok` (probability `q`), best first, with their
-        probabilities, and each one's chance once the tokens before it were refused (its share
-        of the probability left): nothing is drawn, so every chance is known in advance."""
-        top = np.argpartition(row, -(n + 1))[-(n + 1):]
-        order = [int(t) for t in top[np.argsort(-row[top], kind="stable")] if t != tok][:n]
-        others = [(t, float(np.exp(row[t] - lse))) for t in order]
-        before, chances = q, []
-        for _, p in others:
-            chances.append(chance_given_refused(p, before))
-            before += p
-        return others, chances
-
-    def _drawn_without(self, probs: np.ndarray, tok: int, n: int
-                       ) -> tuple[list[tuple[int, float]], list[float]]:
-        """Sampling: n tokens drawn from `probs` one after another, each without the tokens
-        drawn before it (the chain's `tok` first), as the tree's rule tests them, with each
-        one's chance as known before it was drawn: the expected share of a draw from what is
-        left, sum(r^2) for r the renormalized rest. The plan decides how many to verify from
-        these alone: a count read from the drawn tokens' own probabilities would keep a draw
-        that is no longer one from r, and the rule would test it against the wrong r."""
-        left = probs.astype(np.float64, copy=True)
-        left[tok] = 0.0
-        out, chances = [], []
-        for _ in range(n):
-            total = left.sum()
-            if total <= 0.0:
-                break
-            chances.append(float(np.dot(left, left)) / (total * total))
-            alt = sample(left, self.rng)
-            out.append((alt, float(probs[alt])))
-            left[alt] = 0.0
-        return out, chances
-
-    def release(self, committed: Sequence[int]) -> None:
-        kvsync.release(self.backend, committed)
-
-
-class NgramDrafter(_NoModel):
-    """Prompt lookup: propose what followed the latest earlier occurrence of the longest suffix
-    of the conversation (from `n_max` down to `n` tokens) that occurred before.
-
-    Match lengths are grouped into draft sources (`ngram/3`, `ngram/4+`, `ngram/8+`) so a
-    policy learns which pay: a long match in a copy-heavy edit is usually right, a short one in
-    new prose usually not.
-    """
-
-    GROUPS = (8, 4)
-    """Lower bounds of the match-length groups above the shortest."""
-
-    def __init__(self, n: int = 3, n_max: int | None = None) -> None:
-        self.index = NgramIndex(n, n_max or n)
-        self.n, self.n_max = n, self.index.n_max
-        self.name = f"ngram-{n}" if self.n_max == n else f"ngram-{n}..{self.n_max}"
-
-    def source(self, m: int) -> str:
-        return next((f"ngram/{g}+" for g in self.GROUPS if self.n < g <= m), f"ngram/{self.n}")
-
-    def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
-        self.index.update(committed)
-        start, m = self.index.match(committed)
-        if not m:
-            return Draft()
-        source = self.source(m)
-        tokens = self.index.after(start, plan.k(source, False))
-        draft = Draft(tokens=tokens, q=[1.0] * len(tokens), source=source)
-        if plan.width > 1 and tokens:
-            self._branch(draft, committed, m, plan)
-        return draft
-
-    def _branch(self, draft: Draft, committed: Sequence[int], m: int, plan: Plan) -> None:
-        """A draft tree: where the occurrence before the latest went on otherwise, its token
-        there beside the chain's (a point mass, as the chain's are), if the plan takes it."""
-        start = self.index.earlier(committed, m)
-        if start is None:
-            return
-        other = self.index.after(start, len(draft))
-        at = next((i for i, (a, b) in enumerate(zip(draft.tokens, other)) if a != b), None)
-        if at is not None and plan.alternatives(draft.source, at, None, [1.0]):
-            draft.branches.append(Branch(at, [other[at]], [1.0]))
-
-    def release(self, committed: Sequence[int]) -> None:
-        pass  # the index follows `committed` on the next proposal
-
-
-class CombinedDrafter:
-    """The n-gram drafter's proposal when the conversation offers a match the policy wants to
-    use, the draft model's otherwise (llama.cpp runs its speculation types in priority order the
-    same way): one setting for chat and for editing."""
-
-    speculates = True
-
-    def __init__(self, ngram: NgramDrafter, drafter: ModelDrafter | TextDrafter) -> None:
-        self.ngram, self.drafter = ngram, drafter
-        self.name = f"{ngram.name}+{drafter.name}"
-
-    @property
-    def passes(self) -> int:
-        return self.drafter.passes
-
-    @property
-    def model(self) -> Backend:
-        return self.drafter.backend
-
-    def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
-        draft = self.ngram.propose(committed, plan)
-        return draft if draft.tokens else self.drafter.propose(committed, plan)
-
-    def release(self, committed: Sequence[int]) -> None:
-        self.drafter.release(committed)
-
-    def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
-        self.drafter.configure(sampling, rng)
-
-    def close(self) -> None:
-        self.drafter.close()

@@ -32,9 +32,10 @@ from support.processes import specchat  # noqa: E402
 
 from specchat.backends.hf import TransformersBackend, converted_dir  # noqa: E402
 from specchat.catalog import compat  # noqa: E402
-from specchat.engine.drafters import ModelDrafter, NoDrafter  # noqa: E402
+from specchat.engine.drafters import NoDrafter  # noqa: E402
 from specchat.engine.events import RoundEvent  # noqa: E402
 from specchat.engine.loop import DraftSettings, SpeculativeEngine  # noqa: E402
+from specchat.engine.model_drafter import ModelDrafter  # noqa: E402
 from specchat.engine.policy import TreeSettings  # noqa: E402
 
 ON = {"device": os.environ.get("SPECCHAT_TEST_DEVICE") or None, "dtype": "float32"}

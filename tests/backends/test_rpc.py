@@ -32,9 +32,11 @@ from specchat.backends.llamacpp import LlamaCppBackend
 from specchat.backends.rpc import RemoteError
 from specchat.chat.history import HistoryStore
 from specchat.chat.session import ChatSession, Conversation
-from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import Event, TokenEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.model_drafter import ModelDrafter
+from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.errors import SpecchatError
 from specchat.keeper import ModelKeeper
 from specchat.settings import ModelOptions, Settings

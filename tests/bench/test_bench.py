@@ -17,9 +17,11 @@ from support.processes import specchat
 
 from specchat.bench.report import ALL, summarize
 from specchat.bench.runner import Arm, Run, load_prompts, run_suite
-from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import RoundEvent
 from specchat.engine.loop import DraftSettings
+from specchat.engine.model_drafter import ModelDrafter
+from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.engine.policy import expected_tokens
 from specchat.engine.policy.rates import leviathan_tokens
 from specchat.engine.sampling import SamplingParams

@@ -18,8 +18,8 @@ from specchat.backends.llamacpp import LlamaCppBackend
 from specchat.chat.history import HistoryStore
 from specchat.chat.session import ChatSession
 from specchat.chat.state import ChatState
-from specchat.engine.drafters import NgramDrafter
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
+from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.ui.widgets.live_reply import LiveReply
 
 

@@ -17,9 +17,9 @@ from support.tinymodels import TinySpec, write_tiny_gguf
 from specchat.backends.llamacpp import LlamaCppBackend
 from specchat.chat.session import ChatSession
 from specchat.chat.worker import in_worker
-from specchat.engine.drafters import NgramDrafter
 from specchat.engine.events import turn_of
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
+from specchat.engine.ngram_drafter import NgramDrafter
 
 TOKEN_KEYS = {"type", "kind", "id", "text", "position", "round", "p", "q", "logit_gap"}
 TURN_KEYS = {

@@ -21,9 +21,11 @@ from support.checks import (
 from support.processes import RpcServer
 
 from specchat.chat.session import ChatSession
-from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import TokenEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.model_drafter import ModelDrafter
+from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.engine.policy import TreeSettings
 from specchat.engine.sampling import SamplingParams
 

@@ -23,9 +23,11 @@ from support.models import GREEDY, load, prompt_ids, run
 from support.plans import PassesFor
 
 from specchat.engine.baseline import BASELINE_EVERY, Baseline, ReplyClock
-from specchat.engine.drafters import ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent, turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.model_drafter import ModelDrafter
+from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.engine.policy import FixedPolicy
 from specchat.engine.policy.reply import TARGET_CONF_EMA
 from specchat.engine.sampling import SamplingParams

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from support.checks import SAMPLING, calibrated_near_tie
 from support.models import GREEDY, load, prompt_ids
 
-from specchat.engine.drafters import ModelDrafter
 from specchat.engine.guessed_rows import GuessedRows
+from specchat.engine.model_drafter import ModelDrafter
 from specchat.engine.policy import FixedPolicy
 from specchat.engine.sampling import row_summary
 

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.models import GREEDY, prompt_ids
 
-from specchat.engine.drafters import ModelDrafter
 from specchat.engine.events import turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.model_drafter import ModelDrafter
 from specchat.engine.stats import paired_speedup_interval, speedup_interval
 from specchat.wording import slower_why, speedup_words
 

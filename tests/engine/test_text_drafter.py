@@ -154,7 +154,8 @@ def test_a_continuation_is_cut_before_a_cut_or_broken_character(text, junk):
 def test_a_new_target_of_another_vocabulary_type_drops_the_draft_with_the_reason(tiny):
     """SentencePiece against BPE is still refused (judged from the headers): the draft falls
     back to none and its model is freed; one of the same type keeps drafting, as text."""
-    from specchat.engine.drafters import ModelDrafter, NoDrafter
+    from specchat.engine.drafters import NoDrafter
+    from specchat.engine.model_drafter import ModelDrafter
     from specchat.loading import fit_drafter
 
     target, spm, other = load(tiny.target), load(tiny.spm_vocab), load(tiny.other_vocab)

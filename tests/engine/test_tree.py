@@ -25,9 +25,10 @@ from support.checks import (
 from support.models import GREEDY, prompt_ids
 
 from specchat.engine import tree as tree_rule
-from specchat.engine.drafters import ModelDrafter, NgramDrafter
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.model_drafter import ModelDrafter
+from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.engine.policy import FixedPolicy, MachineCosts, TreeSettings
 from specchat.engine.policy.acceptance import Acceptance
 from specchat.engine.policy.branching import Branching, BranchRates

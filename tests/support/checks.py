@@ -15,10 +15,13 @@ from scipy.stats import chisquare
 
 from specchat.chat.session import ChatSession, Conversation
 from specchat.engine.backend import Backend
+from specchat.engine.combined_drafter import CombinedDrafter
 from specchat.engine.compare import batching_gap_drift, divergence
-from specchat.engine.drafters import CombinedDrafter, ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.model_drafter import ModelDrafter
+from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.engine.policy import TreeSettings
 from specchat.engine.sampling import SamplingParams, sample
 from specchat.engine.verify import Verdict

@@ -25,8 +25,11 @@ from specchat import settings as schema
 from specchat.engine import drafters as drafters_module
 from specchat.engine import text_drafter
 from specchat.engine.backend import Backend
-from specchat.engine.drafters import CombinedDrafter, Drafter, ModelDrafter, NgramDrafter, NoDrafter
+from specchat.engine.combined_drafter import CombinedDrafter
+from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
+from specchat.engine.model_drafter import ModelDrafter
+from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.engine.policy import AdaptivePolicy, TreeSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.text_drafter import TextDrafter

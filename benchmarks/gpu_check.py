@@ -46,6 +46,7 @@ import numpy as np
 
 from benchmarks.random_models import QWEN_05B, QWEN_7B, SMALL_DRAFT, SMALL_TARGET, Shape
 from specchat import timing
+from specchat.costs import Costs, speedup
 from specchat.engine.backend import Backend
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import RoundEvent, TurnEvent, turn_of
@@ -137,7 +138,7 @@ def engine_costs(target: Backend, draft: Backend, prompt: list[int], tokens: int
 
     step_s = round_s(SpeculativeEngine(target, NoDrafter(), GREEDY))
     tps = 1 / step_s
-    v = {row["n"]: row["ms"] for row in verify}
+    parts = Costs(tuple(row["ms"] for row in verify), draft_ms)  # n = 1, 2, ... in order
     out = []
     for k in KS:
         if k > len(accept):
@@ -145,9 +146,9 @@ def engine_costs(target: Backend, draft: Backend, prompt: list[int], tokens: int
         drafter = ModelDrafter(draft, GREEDY, np.random.default_rng(0))
         spec_s = round_s(SpeculativeEngine(target, drafter, GREEDY, DraftSettings(k=k)), k)
         gain = expected_tokens(accept[:k])
-        parts = (v.get(k + 1, v[max(v)]) + k * draft_ms) / v[1]
         out.append(RoundCost(k, round(spec_s * 1000, 3), round(gain * step_s / spec_s, 3),
-                             round(gain / parts, 3), round(gain / (v.get(k + 1, v[max(v)]) / v[1]), 3)))
+                             round(speedup(parts, accept, k), 3),
+                             round(speedup(parts.free_drafter(), accept, k), 3)))
     return tps, out
 
 

@@ -115,7 +115,7 @@ def default_drafts(target: str) -> list[DraftChoice]:
 def draft_lengths(shape: Sequence[float]) -> list[int]:
     """The fixed lengths to calibrate: KS, and every k up to K_MAX whose verify batch (k+1
     rows) costs less than the batch one row smaller, since there a longer draft is cheaper to
-    check (4 and 8 rows in a Q4_0 layout on x86 with AVX-512: k = 3 and 7)."""
+    check."""
     cheap = [k for k in range(1, min(K_MAX, len(shape) - 1) + 1) if shape[k] < shape[k - 1]]
     return sorted({*KS, *cheap})
 

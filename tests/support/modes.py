@@ -13,6 +13,7 @@ size of bias it is meant to catch). tests/engine/test_modes.py holds the list to
 from __future__ import annotations
 
 import itertools
+import pkgutil
 import time
 import typing
 from collections.abc import Callable, Sequence
@@ -21,9 +22,10 @@ from dataclasses import dataclass, fields
 import numpy as np
 from scipy.stats import chi2, ncx2
 
+import specchat.engine as engine_package
 from specchat import settings as schema
+from specchat.engine import combined_drafter, model_drafter, ngram_drafter, text_drafter
 from specchat.engine import drafters as drafters_module
-from specchat.engine import text_drafter
 from specchat.engine.backend import Backend
 from specchat.engine.combined_drafter import CombinedDrafter
 from specchat.engine.drafters import Drafter, NoDrafter
@@ -66,10 +68,17 @@ bias at the rule alone ([.10, .15, .19, .56] where the target says [.10, .15, .2
 0.0216."""
 
 
+DRAFTER_MODULES = (drafters_module, model_drafter, ngram_drafter, combined_drafter, text_drafter)
+"""The engine's drafter modules, in the table's order (every engine module named for a drafter:
+`engine_drafters` checks)."""
+
+
 def engine_drafters() -> list[type]:
     """Every drafter class of the engine's drafter modules (what proposes and releases; the
     Drafter protocol itself aside)."""
-    return [c for m in (drafters_module, text_drafter) for c in vars(m).values()
+    named = {m.name for m in pkgutil.iter_modules(engine_package.__path__) if "drafter" in m.name}
+    assert named == {m.__name__.rsplit(".", 1)[1] for m in DRAFTER_MODULES}, named
+    return [c for m in DRAFTER_MODULES for c in vars(m).values()
             if isinstance(c, type) and c.__module__ == m.__name__
             and not getattr(c, "_is_protocol", False)
             and callable(getattr(c, "propose", None)) and callable(getattr(c, "release", None))]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from specchat import settings as schema
-from specchat.engine.backend import Backend
+from specchat.engine.backend import Backend, user_turn
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
@@ -74,7 +74,7 @@ def target_at_prompt(args: argparse.Namespace, prompt: str) -> tuple[Backend, li
 
     options = settings(args).models
     target = load_target(options.target, options)
-    ids = target.tokenize(target.render_chat([("user", prompt)]))
+    ids = user_turn(target, prompt)
     target.eval(ids, len(ids) - 1)
     return target, ids, len(target.tokens)
 

@@ -16,7 +16,7 @@ import random
 import sys
 
 from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, MachineCosts
-from specchat.engine.types import Draft
+from specchat.engine.types import Draft, DraftCost
 
 SHAPE = (1.0, 1.6, 2.1, 1.4, 2.1, 2.6, 3.0, 2.4, 3.0, 3.4, 3.8, 3.3)
 
@@ -44,9 +44,10 @@ def one_round(policy: AdaptivePolicy | FixedPolicy, rng: random.Random, r: int) 
         tokens.append(rng.randrange(100))
         conf.append(c)
     draft = Draft(tokens=tokens, q=conf, source=source if (tokens or uses) else "",
-                  conf=conf if uses else [], uses_passes=uses, behind=behind if uses else 0,
-                  catchup_s=(0.01 + 0.002 * behind) if uses and k else 0.0,
-                  later_draws=max(0, len(tokens) - 1) if uses else 0)
+                  conf=conf if uses else [], uses_passes=uses,
+                  cost=DraftCost(behind=behind if uses else 0,
+                                 catchup_s=(0.01 + 0.002 * behind) if uses and k else 0.0,
+                                 later_draws=max(0, len(tokens) - 1) if uses else 0))
     record.append(("e", [round(x, 12) for x in costs.expect(draft)]))
     accepted = min(len(tokens), sum(rng.random() < 0.7 for _ in tokens))
     batch = rng.choice([len(tokens) + 1, len(tokens) + 1, 0])

@@ -27,10 +27,11 @@ from benchmarks import arguments
 from benchmarks.tools import machine_line, publish
 from specchat import local_server
 from specchat.bench.runner import load_prompts
+from specchat.engine.backend import user_turn
 from specchat.engine.events import TurnEvent, turn_of
 from specchat.engine.loop import GenerationSettings
 from specchat.errors import SpecchatError
-from specchat.loading import build_engine
+from specchat.loading import build_engine, warm_up
 from specchat.native import llama_tools, model_thread
 from specchat.server.session import ServerSession
 
@@ -89,14 +90,13 @@ def main() -> int:
         generation = GenerationSettings(max_tokens=args.tokens,
                                         baseline_steps=settings.sampling.baseline_steps)
         prompts = load_prompts(None, arguments.categories(args))
-        warm = engine.target.tokenize(engine.target.render_chat([("user", "Say hello.")]))
-        turn_of(engine.generate(warm, GenerationSettings(max_tokens=8)))
+        warm_up(engine)
         turn_of(session.generate(session.render([("user", "Say hello.")]),
                                  GenerationSettings(max_tokens=8)))
         arms = {(p.category, side): Arm([], [], []) for p in prompts for side in ("room", "ask")}
         for r in range(args.repeats):
             for p in prompts:
-                ids = engine.target.tokenize(engine.target.render_chat([("user", p.text)]))
+                ids = user_turn(engine.target, p.text)
                 order = ("room", "ask") if r % 2 == 0 else ("ask", "room")
                 for side in order:
                     if side == "ask":

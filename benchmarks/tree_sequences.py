@@ -19,7 +19,7 @@ import numpy as np
 from benchmarks import arguments
 from benchmarks.tools import machine_line
 from specchat.backends import llamacpp
-from specchat.engine.backend import Backend
+from specchat.engine.backend import Backend, user_turn
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import turn_of
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
@@ -44,8 +44,7 @@ def main() -> None:
     args = arguments.parser(__doc__, repeats=5, tokens=96).parse_args()
     options = arguments.settings(args).models
     loaded = {paths: engines(options, paths) for paths in (1, 16)}
-    ids = loaded[16]["target only"].target.tokenize(
-        loaded[16]["target only"].target.render_chat([("user", PROMPT)]))
+    ids = user_turn(loaded[16]["target only"].target, PROMPT)
     rates: dict[tuple[int, str], list[float]] = {}
     for r in range(args.repeats):
         for paths in ((1, 16) if r % 2 == 0 else (16, 1)):

@@ -28,6 +28,7 @@ from benchmarks import arguments
 from benchmarks.tools import publish
 from specchat.backends.hf import TransformersBackend
 from specchat.bench.runner import load_prompts
+from specchat.engine.backend import user_turn
 from specchat.engine.compare import first_divergence
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import turn_of
@@ -108,7 +109,7 @@ def main() -> int:
     same: list[str] = []
     for repeat in range(args.repeats):
         for prompt in wanted:
-            ids = hf_t.tokenize(hf_t.render_chat([("user", prompt.text)]))
+            ids = user_turn(hf_t, prompt.text)
             got = {}
             for arm, fn in arms.items():
                 got[arm] = fn(ids)

@@ -18,20 +18,19 @@ from specchat import timing
 from specchat.chat.session import ChatSession, Conversation
 from specchat.choices import DraftChoice
 from specchat.costs import Costs
-from specchat.engine.backend import Backend
+from specchat.engine.backend import Backend, user_turn
 from specchat.engine.drafters import Drafter, NoDrafter
-from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.loading import (
     build_engine,
     fit_drafter,
     load_drafter,
     load_target,
     speculative_engine,
+    warm_up,
 )
 from specchat.settings import Settings
 from specchat.trace import Lane
-
-WARMUP_TOKENS = 8
 
 
 def _let_go(model: Backend | None) -> None:
@@ -56,14 +55,9 @@ class ModelKeeper:
 
     @staticmethod
     def warm_up(engine: SpeculativeEngine) -> None:
-        """A short turn of both models: right after loading, the weights are still being paged
-        in, and the first reply's rates would be several times too low. (Each reply's speedup
-        is measured against target-only steps timed after it, at its own depth: see
-        GenerationSettings.baseline_steps.)"""
-        target = engine.target
-        ids = target.tokenize(target.render_chat([("user", "Say hello.")]))
-        list(engine.generate(ids, GenerationSettings(max_tokens=WARMUP_TOKENS)))
-        engine.clear_caches()
+        """Page both models in (loading.warm_up). Each reply's speedup is measured against
+        target-only steps timed after it, at its own depth: GenerationSettings.baseline_steps."""
+        warm_up(engine)
 
     @staticmethod
     def measure_costs(engine: SpeculativeEngine, repeats: int = timing.COST_REPEATS) -> Costs:
@@ -72,7 +66,7 @@ class ModelKeeper:
         yet); the caches are left as they were."""
         target = engine.target
         if not target.tokens:
-            ids = target.tokenize(target.render_chat([("user", "Say hello.")]))
+            ids = user_turn(target, "Say hello.")
             target.eval(ids, len(ids) - 1)
         times = timing.verify_times(target, repeats)
         model = engine.drafter.model

@@ -18,10 +18,10 @@ from specchat.catalog.layout import known_shape
 from specchat.chat.state import Session
 from specchat.choices import DraftChoice
 from specchat.cpu import CpuWatch
-from specchat.engine.backend import Backend
+from specchat.engine.backend import Backend, user_turn
 from specchat.engine.combined_drafter import CombinedDrafter
 from specchat.engine.drafters import Drafter, NoDrafter
-from specchat.engine.loop import DraftSettings, SpeculativeEngine
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.model_drafter import ModelDrafter
 from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.engine.sampling import SamplingParams
@@ -229,6 +229,17 @@ def build_engine(settings: Settings) -> SpeculativeEngine:
         target.close()
         raise
     return speculative_engine(target, drafter, sampling, settings.draft.engine(), rng)
+
+
+WARMUP_TOKENS = 8
+
+
+def warm_up(engine: SpeculativeEngine, tokens: int = WARMUP_TOKENS) -> None:
+    """A short turn of both models, its caches emptied after: right after loading, the weights
+    are still being paged in, and the first reply's rates would be several times too low."""
+    list(engine.generate(user_turn(engine.target, "Say hello."),
+                         GenerationSettings(max_tokens=tokens)))
+    engine.clear_caches()
 
 
 def speculative_engine(target: Backend, drafter: Drafter, sampling: SamplingParams,

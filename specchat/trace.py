@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
 from typing import IO, Any
@@ -23,11 +23,14 @@ from specchat.engine.events import (
     TokenEvent,
     TurnEvent,
 )
+from specchat.engine.stats import TurnStats
 from specchat.errors import SpecchatError
 from specchat.render import JsonRenderer
 from specchat.resources import resource_dir
 
-VERSION = 1
+VERSION = 2
+"""2: a turn carries counts and its rates are derived on reading (1: its rates as written,
+its counts rebuilt from its rounds on reading)."""
 _TYPES: dict[str, type] = {"token": TokenEvent, "round": RoundEvent, "turn": TurnEvent,
                            "context": ContextEvent}
 
@@ -86,6 +89,8 @@ def event_from_json(data: dict[str, Any]) -> Event:
     cls = _TYPES[data["type"]]
     hints = typing.get_type_hints(cls)
     kwargs = {f.name: data[f.name] for f in fields(cls) if f.init and f.name in data}
+    if cls is TurnEvent and "decode_tokens" not in data:  # version 1: counts from its rounds
+        kwargs["decode_tokens"] = -1
     for name, value in kwargs.items():
         hint = hints[name]
         if isinstance(hint, type) and issubclass(hint, Enum):  # TokenKind, StopReason
@@ -97,6 +102,22 @@ def event_from_json(data: dict[str, Any]) -> Event:
         elif not _fits(value, hint):
             raise ValueError(f"{data['type']} event: {name} = {str(value)[:30]} has the wrong type")
     return cls(**kwargs)
+
+
+def with_counts(events: list[Event]) -> list[Event]:
+    """The events with each version-1 turn's counts rebuilt from the rounds before it (its
+    `decode_tokens` read as -1: not written)."""
+    out: list[Event] = []
+    stats = TurnStats()
+    for event in events:
+        if isinstance(event, RoundEvent):
+            stats.add_round(event)
+        elif isinstance(event, TurnEvent):
+            if event.decode_tokens < 0:
+                event = replace(event, **stats.counts())
+            stats = TurnStats()
+        out.append(event)
+    return out
 
 
 def shipped_traces() -> list[Path]:
@@ -116,7 +137,7 @@ def read_trace(path: str | Path) -> Trace:
             raise ValueError("no trace header on the first line")
         if not isinstance(lines[0].get("settings", {}), dict):
             raise ValueError("the header's settings are not a table")
-        return Trace(lines[0], [event_from_json(d) for d in lines[1:]])
+        return Trace(lines[0], with_counts([event_from_json(d) for d in lines[1:]]))
     except FileNotFoundError:
         raise SpecchatError(f"trace file not found: {path}") from None
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:

@@ -29,21 +29,23 @@ from rich.progress import Progress
 from rich.table import Table
 
 from specchat import costs, cpu, timing
-from specchat.bench.runner import Prompt, fresh, load_prompts
+from specchat.bench.runner import Arm as BenchArm
+from specchat.bench.runner import BenchRunner, Prompt, Run, load_prompts
 from specchat.catalog.catalog import models_dir
 from specchat.catalog.tuned import save_tuned
 from specchat.choices import DraftChoice, PolicyKind
 from specchat.config import Config
 from specchat.costs import conditional_rates
+from specchat.engine.backend import Backend, user_turn
 from specchat.engine.combined_drafter import CombinedDrafter
-from specchat.engine.drafters import NO_DRAFT, Drafter, NoDrafter
-from specchat.engine.events import RoundEvent, TurnEvent
-from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.drafters import Drafter, NoDrafter
+from specchat.engine.loop import DraftSettings
 from specchat.engine.policy import TreeSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import paired_speedup_interval
 from specchat.engine.text_drafter import TextDrafter
 from specchat.errors import SpecchatError
+from specchat.loading import speculative_engine, warm_up
 from specchat.native.llama_tools import installed_build
 from specchat.settings import Settings
 from specchat.tables import table_console
@@ -57,7 +59,9 @@ CALIBRATION_TOKENS = 48
 
 
 @dataclass
-class Arm:
+class Tuned:
+    """What the calibration measured of one arm: a row of tune's table and of tuned.toml."""
+
     draft: str
     """The drafter as `--draft` takes it."""
     k: int
@@ -120,22 +124,9 @@ def draft_lengths(shape: Sequence[float]) -> list[int]:
     return sorted({*KS, *cheap})
 
 
-def _rounds(engine: SpeculativeEngine, ids: list[int], tokens: int,
-            ) -> tuple[TurnEvent, list[RoundEvent]]:
-    fresh(engine)
-    rounds, turn = [], None
-    for event in engine.generate(ids, GenerationSettings(max_tokens=tokens)):
-        if isinstance(event, RoundEvent):
-            rounds.append(event)
-        elif isinstance(event, TurnEvent):
-            turn = event
-    assert turn is not None
-    return turn, rounds
-
-
-def _rate(turns: Sequence[TurnEvent]) -> float | None:
-    seconds = sum(t.decode_s for t in turns)
-    return sum(max(0, t.n_tokens - 1) for t in turns) / seconds if seconds > 0 else None
+def _rate(runs: Sequence[Run]) -> float | None:
+    seconds = sum(r.decode_s for r in runs)
+    return sum(max(0, r.tokens - 1) for r in runs) / seconds if seconds > 0 else None
 
 
 def calibration_prompts(path: Path | None) -> list[Prompt]:
@@ -145,93 +136,88 @@ def calibration_prompts(path: Path | None) -> list[Prompt]:
     return list({p.category: p for p in reversed(prompts)}.values())[::-1]
 
 
-def tune(settings: Settings, asked: Sequence[DraftChoice | str], prompts: Sequence[Prompt], tokens: int,
-         progress: Progress | None = None, trees: bool = False) -> dict[str, Any]:
+def tune(settings: Settings, asked: Sequence[DraftChoice | str], prompts: Sequence[Prompt],
+         tokens: int, progress: Progress | None = None, trees: bool = False) -> dict[str, Any]:
     """Measure and recommend; the result is what `--json` prints."""
-    from specchat.keeper import ModelKeeper
-    from specchat.loading import (
-        load_drafter,
-        load_target,
-        one_draft_model_on_servers,
-        speculative_engine,
-    )
+    from specchat.loading import load_drafter, load_target, one_draft_model_on_servers
 
     models = settings.models
     drafts = [DraftChoice.of(d) for d in asked]
     one_draft_model_on_servers(models, drafts)
-    greedy = SamplingParams()
     target = load_target(models.target, models)
-    rng = np.random.default_rng(0)
-    drafters = {d: load_drafter(d, target, greedy, rng, models) for d in drafts}
-    engines = {NO_DRAFT: speculative_engine(target, NoDrafter(), greedy)}
+    drafters: dict[DraftChoice, Drafter] = {}
+    try:
+        rng = np.random.default_rng(0)
+        drafters |= {d: load_drafter(d, target, SamplingParams(), rng, models) for d in drafts}
+        return _calibrate(target, drafters, prompts, tokens, progress, trees)
+    finally:
+        for drafter in drafters.values():
+            drafter.close()
+        target.close()
+
+
+def _calibrate(target: Backend, drafters: dict[DraftChoice, Drafter], prompts: Sequence[Prompt],
+               tokens: int, progress: Progress | None, trees: bool) -> dict[str, Any]:
+    """The verify curve, each drafter's pass, then every arm on every prompt (BenchRunner,
+    target only first), and what each arm measured against the target alone."""
     task = progress.add_task("timing the verify curve", total=None) if progress else None
 
     def step(text: str) -> None:
         if progress is not None and task is not None:
             progress.update(task, advance=1, description=text)
 
-    ids = [target.tokenize(target.render_chat([("user", p.text)])) for p in prompts]
     cpu_start = cpu.sample()
-    ModelKeeper.warm_up(engines[NO_DRAFT])
-    target.eval(ids[0], len(ids[0]) - 1)
+    warm_up(speculative_engine(target, NoDrafter(), SamplingParams()))
+    ids = user_turn(target, prompts[0].text)
+    target.eval(ids, len(ids) - 1)
     times = timing.verify_times(target, repeats=timing.COST_REPEATS)
     verify = [statistics.median(t) for t in times]
     shape = tuple(v / verify[0] for v in verify)
     ks = draft_lengths(shape)
     draft_ms, untimed = _draft_pass_ms(drafters, target.tokens)
-    drafts = [d for d in drafts if d not in untimed]
-    plan: list[tuple[DraftChoice, Arm, DraftSettings]] = []
-    for d in drafts:
-        plan += [(d, Arm(str(d), k, PolicyKind.FIXED), DraftSettings(k=k)) for k in ks]
-        plan.append((d, Arm(str(d), K_MAX, PolicyKind.ADAPTIVE),
-                     DraftSettings(k=K_MAX, adaptive=True)))
-        if trees and not isinstance(drafters[d], TextDrafter):  # it drafts chains
-            plan.append((d, Arm(str(d), K_MAX, PolicyKind.ADAPTIVE, tree=True),
-                         DraftSettings(k=K_MAX, adaptive=True, tree=TreeSettings())))
+    drafts = [d for d in drafters if d not in untimed]
+    plan = _plan(drafts, drafters, ks, trees)
     if progress is not None and task is not None:
         progress.update(task, total=len(prompts) * (len(plan) + 1) + 1)
     step("calibrating")
-    turns: dict[str, list[TurnEvent]] = {NO_DRAFT: []}
-    pairs: dict[DraftChoice, list[tuple[int, int]]] = {d: [] for d in drafts}
-    drafting: dict[DraftChoice, list[tuple[float, int]]] = {d: [] for d in drafts}
-    """(draft seconds, tokens drafted) of each drafting round of the calibration's longest k."""
-    for i, prompt in enumerate(prompts):
-        turns[NO_DRAFT].append(_rounds(engines[NO_DRAFT], ids[i], tokens)[0])
-        step(f"{prompt.category}/{prompt.name}: target only")
-        for d, arm, draft_settings in plan:
-            key = _key(d, arm)
-            if key not in engines:  # the adaptive policy starts from the curve just timed
-                engines[key] = speculative_engine(target, drafters[d], greedy, draft_settings, rng)
-                engines[key].policy.costs.machine.shape = shape
-            engine = engines[key]
-            turn, rounds = _rounds(engine, ids[i], tokens)
-            turns.setdefault(key, []).append(turn)
-            if arm.policy == PolicyKind.FIXED and arm.k == max(ks):
-                pairs[d] += [(r.drafted, r.accepted) for r in rounds if r.drafted]
-                drafting[d] += [(r.draft_s, r.drafted) for r in rounds if r.drafted]
-            step(f"{prompt.category}/{prompt.name}: {d} {_how(arm)}")
-    base = _rate(turns[NO_DRAFT])
+    runner = BenchRunner(target, drafters | {DraftChoice(): NoDrafter()},
+                         [BenchArm(DraftChoice())] + [arm for arm, _ in plan], tokens,
+                         prepare=lambda engine: setattr(engine.policy.costs.machine, "shape",
+                                                        shape), baseline_steps=0)
+    runs: list[list[Run]] = [[] for _ in range(len(plan) + 1)]
+    for prompt in prompts:
+        for i, run in enumerate(runner.run(prompt)):
+            runs[i].append(run)
+            step(f"{prompt.category}/{prompt.name}: {run.arm}")
+    base_runs = runs[0]
+    base = _rate(base_runs)
     # a draft pass as it costs between target passes (both models' weights share the CPU's
     # caches there; timed alone, the 0.5B pass on the default pair looked a third cheaper)
-    in_turn = {d: 1000 * sum(s for s, _ in drafting[d]) / sum(n for _, n in drafting[d])
-               if drafting[d] and draft_ms[d] else draft_ms[d] for d in drafts}
+    longest = {d: [r for (arm, t), rs in zip(plan, runs[1:]) for r in rs
+                   if arm.drafter == d and t.policy == PolicyKind.FIXED and t.k == max(ks)]
+               for d in drafts}
+    in_turn = {d: 1000 * sum(r.draft_s for r in longest[d]) / sum(r.drafted for r in longest[d])
+               if sum(r.drafted for r in longest[d]) and draft_ms[d] else draft_ms[d]
+               for d in drafts}
     arms = []
-    for d, arm, _ in plan:
-        mine = turns[_key(d, arm)]
-        accept = [r for r, _ in conditional_rates(pairs[d], max(ks))]
+    for (bench_arm, arm), mine in zip(plan, runs[1:]):
+        d = bench_arm.drafter
+        pairs = [pair for r in longest[d] for pair in r.drafts]
+        accept = [rate for rate, _ in conditional_rates(pairs, max(ks))]
         accept += [accept[-1] if accept else 0.0] * (K_MAX - len(accept))
-        drafted = sum(t.n_drafted for t in mine)
-        arm.acceptance = sum(t.n_accepted for t in mine) / drafted if drafted else None
+        drafted = sum(r.drafted for r in mine)
+        arm.acceptance = sum(r.accepted for r in mine) / drafted if drafted else None
         rate = _rate(mine)
         arm.measured_speedup = rate / base if rate and base else None
         arm.measured_low, arm.measured_high = paired_speedup_interval(
-            [(max(0, t.n_tokens - 1), t.decode_s) for t in mine],
-            [(max(0, t.n_tokens - 1), t.decode_s) for t in turns[NO_DRAFT]])
+            [(max(0, r.tokens - 1), r.decode_s) for r in mine],
+            [(max(0, r.tokens - 1), r.decode_s) for r in base_runs])
         if arm.policy == PolicyKind.FIXED:
             arm.predicted_speedup = costs.speedup(
                 costs.Costs(tuple(verify), in_turn[d]), accept, arm.k)
         else:
-            predicted = [t.predicted_tokens_per_second for t in mine if t.predicted_tokens_per_second]
+            predicted = [r.predicted_tokens_per_second for r in mine
+                         if r.predicted_tokens_per_second]
             arm.predicted_speedup = statistics.median(predicted) / base if predicted and base else None
         arms.append(arm)
     save_tuned(models_dir(), target.path.name, {
@@ -242,9 +228,6 @@ def tune(settings: Settings, asked: Sequence[DraftChoice | str], prompts: Sequen
                                             "policy": PolicyKind.FIXED, "tree": False})
     others = cpu.others_share(cpu_start, cpu.sample())
     busy = cpu.busy_note(others, "the calibration")
-    target.close()
-    for drafter in drafters.values():
-        drafter.close()
     return {
         "untimed": {str(d): why for d, why in untimed.items()},
         "target": target.name, "prompts": [f"{p.category}/{p.name}" for p in prompts],
@@ -256,7 +239,8 @@ def tune(settings: Settings, asked: Sequence[DraftChoice | str], prompts: Sequen
                          "spread_ratio": round(timing.spread(t) / verify[0], 3)}
                         for n, ms, t in zip(timing.SIZES, verify, times)],
         "draft_ms": {str(d): ms for d, ms in draft_ms.items()},
-        "draft_ms_in_turn": {str(d): ms for d, ms in in_turn.items()}, "drafters": [asdict(a) for a in arms],
+        "draft_ms_in_turn": {str(d): ms for d, ms in in_turn.items()},
+        "drafters": [asdict(a) for a in arms],
         "others_cpu": others,
         "recommended": None if busy else recommended,
         "why": busy or (f"{best.draft} {_how(best)} measured "
@@ -265,6 +249,21 @@ def tune(settings: Settings, asked: Sequence[DraftChoice | str], prompts: Sequen
                         f"{(MARGIN - 1) * 100:.0f}% faster than the target alone here, with its "
                         "95% interval above 1.0"),
     }
+
+
+def _plan(drafts: Sequence[DraftChoice], drafters: dict[DraftChoice, Drafter], ks: Sequence[int],
+          trees: bool) -> list[tuple[BenchArm, Tuned]]:
+    """Each drafter at each k, with the adaptive policy, and drafting trees where asked (a
+    draft that drafts as text drafts chains): how to run it, and its row of the result."""
+    plan: list[tuple[BenchArm, Tuned]] = []
+    for d in drafts:
+        plan += [(BenchArm(d, DraftSettings(k=k)), Tuned(str(d), k, PolicyKind.FIXED)) for k in ks]
+        plan.append((BenchArm(d, DraftSettings(k=K_MAX, adaptive=True)),
+                     Tuned(str(d), K_MAX, PolicyKind.ADAPTIVE)))
+        if trees and not isinstance(drafters[d], TextDrafter):
+            plan.append((BenchArm(d, DraftSettings(k=K_MAX, adaptive=True, tree=TreeSettings())),
+                         Tuned(str(d), K_MAX, PolicyKind.ADAPTIVE, tree=True)))
+    return plan
 
 
 def _draft_pass_ms(drafters: dict[DraftChoice, Drafter], committed: Sequence[int]
@@ -283,16 +282,11 @@ def _draft_pass_ms(drafters: dict[DraftChoice, Drafter], committed: Sequence[int
     return timed, untimed
 
 
-def _how(arm: Arm) -> str:
+def _how(arm: Tuned) -> str:
     return f"{arm.policy}{' tree' if arm.tree else ''} k={arm.k}"
 
 
-def _key(draft: DraftChoice, arm: Arm) -> str:
-    """An arm's engine and turns: one a drafter, policy, k and shape."""
-    return f"{draft} {_how(arm)}"
-
-
-def choose(arms: Sequence[Arm]) -> tuple[Arm, bool]:
+def choose(arms: Sequence[Tuned]) -> tuple[Tuned, bool]:
     """The arm to recommend and whether it pays: the fastest of those faster than the target
     alone by MARGIN, and measurably so (the 95% interval above 1.0); where none is, the fastest
     arm, which does not pay. The fastest arm of all may not pay where a slower one does: a noisy
@@ -310,7 +304,7 @@ def _menu_key(draft: DraftChoice, drafter: Drafter) -> str:
     return draft.with_model(str(model.path)).key
 
 
-def _measured(draft: DraftChoice, arms: Sequence[Arm], draft_ms: float, step_ms: float
+def _measured(draft: DraftChoice, arms: Sequence[Tuned], draft_ms: float, step_ms: float
               ) -> dict[str, Any]:
     """The draft's best arm here, what a draft pass costs in target steps, and when and on
     which llama.cpp build it was measured: what the draft menu shows."""

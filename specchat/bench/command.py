@@ -21,7 +21,7 @@ from specchat.engine.loop import DraftSettings, GenerationSettings
 from specchat.engine.policy import TreeSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import SpecchatError
-from specchat.loading import speculative_engine
+from specchat.loading import speculative_engine, warm_up
 from specchat.settings import Settings
 from specchat.tables import table_console
 
@@ -135,8 +135,7 @@ def alone(target: Backend) -> Remote:
     """Another target without a draft, as an arm beside the local ones (warmed up first):
     each prompt from empty caches, no baseline steps (it is a baseline)."""
     engine = speculative_engine(target, NoDrafter(), SamplingParams())
-    warm = target.tokenize(target.render_chat([("user", "Say hello.")]))
-    list(engine.generate(warm, GenerationSettings(max_tokens=4)))  # page the weights in
+    warm_up(engine, 4)
 
     def generate(ids: list[int], settings: GenerationSettings) -> Iterable[Event]:
         engine.clear_caches()

@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 
 from specchat.choices import DraftChoice
-from specchat.engine.backend import Backend
+from specchat.engine.backend import Backend, user_turn
 from specchat.engine.drafters import NO_DRAFT, Drafter
 from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import TurnStats
 from specchat.errors import SpecchatError
-from specchat.loading import speculative_engine
+from specchat.loading import speculative_engine, warm_up
 from specchat.numbers import mean
 
 BUILTIN_PROMPTS = Path(__file__).with_name("prompts.toml")
@@ -137,18 +137,22 @@ class Run:
     depth), to set beside the one a back-to-back target-only run of the prompt gives."""
     branch_nodes: int = 0
     """Draft tokens on a tree's branches verified beside the chains."""
+    drafts: list[tuple[int, int]] = field(default_factory=list)
+    """(drafted, accepted) of each round that drafted: acceptance by position (tune)."""
 
     @classmethod
     def from_events(cls, events: Iterable[Event], **labels: Any) -> Run:
         stats = TurnStats()
         draft_s = spec_verify_s = plain_verify_s = 0.0
         plain_rounds = branch_nodes = 0
+        drafts: list[tuple[int, int]] = []
         turn = None
         for event in events:
             if isinstance(event, RoundEvent):
                 stats.add_round(event)
                 branch_nodes += event.branch_nodes
                 if event.drafted:
+                    drafts.append((event.drafted, event.accepted))
                     draft_s += event.draft_s
                     spec_verify_s += event.verify_s
                 elif event.round > 0:
@@ -167,7 +171,7 @@ class Run:
                    predicted_tokens_per_second=turn.predicted_tokens_per_second,
                    declined_rounds=turn.declined_rounds, catchup_s=turn.catchup_s,
                    reported_speedup=turn.speedup if turn.draft != NO_DRAFT else None,
-                   branch_nodes=branch_nodes)
+                   branch_nodes=branch_nodes, drafts=drafts)
 
     @property
     def itl_mean(self) -> float | None:
@@ -189,21 +193,26 @@ class BenchRunner:
 
     def __init__(self, target: Backend, drafters: Mapping[DraftChoice, Drafter] | Mapping[str, Drafter],
                  arms: Sequence[Arm], max_tokens: int | None = None,
-                 remote: Mapping[str, Remote] | None = None) -> None:
-        self.target, self.max_tokens = target, max_tokens
+                 remote: Mapping[str, Remote] | None = None,
+                 prepare: Callable[[SpeculativeEngine], None] | None = None,
+                 baseline_steps: int = BASELINE_STEPS) -> None:
+        """`prepare` is given each engine before its warm-up (tune hands the policy the verify
+        curve it timed); `baseline_steps` each turn times for its own speedup."""
+        self.target, self.max_tokens, self.baseline_steps = target, max_tokens, baseline_steps
         self.remote = dict(remote or {})
         greedy = SamplingParams()
         loaded = {DraftChoice.of(choice): drafter for choice, drafter in drafters.items()}
         self.engines = [(arm, speculative_engine(target, loaded[arm.drafter], greedy,
                                                  arm.settings, np.random.default_rng(0)))
                         for arm in arms]
-        warm_ids = self.prompt_ids(Prompt("warm-up", "warm-up", "Say hello."))
         for _, engine in self.engines:  # page both models in before anything is timed
+            if prepare is not None:
+                prepare(engine)
             fresh(engine)
-            list(engine.generate(warm_ids, GenerationSettings(max_tokens=4)))
+            warm_up(engine, 4)
 
     def prompt_ids(self, prompt: Prompt) -> list[int]:
-        return self.target.tokenize(self.target.render_chat([("user", prompt.text)]))
+        return user_turn(self.target, prompt.text)
 
     def run(self, prompt: Prompt, repeat: int = 0) -> Iterator[Run]:
         """Greedy decoding, so every arm writes the same reply (up to near-ties) and the rates
@@ -211,7 +220,7 @@ class BenchRunner:
         own (or DEFAULT_MAX_TOKENS)."""
         ids = self.prompt_ids(prompt)
         settings = GenerationSettings(max_tokens=self.max_tokens or prompt.max_tokens
-                                      or DEFAULT_MAX_TOKENS, baseline_steps=BASELINE_STEPS)
+                                      or DEFAULT_MAX_TOKENS, baseline_steps=self.baseline_steps)
         labels = {"category": prompt.category, "prompt": prompt.name, "repeat": repeat}
         for arm, engine in self.engines:
             fresh(engine)

@@ -83,3 +83,8 @@ class Backend(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def user_turn(model: Backend, text: str) -> list[int]:
+    """The prompt ids of a conversation of one user message, the assistant's turn opened."""
+    return model.tokenize(model.render_chat([("user", text)]))

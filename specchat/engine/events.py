@@ -120,24 +120,22 @@ class RoundEvent:
 
 @dataclass(frozen=True, slots=True)
 class TurnEvent:
+    """A reply's summary: its text, what it counted and timed, and diagnostics. Rates are not
+    stored: each is derived from the counts where it is read (the properties below), so a
+    trace shows what today's formula makes of what was counted."""
+
+    # -- the reply
     text: str
     token_ids: list[int]
     prompt_token_ids: list[int]
+    # -- counts and times
     n_tokens: int
     n_drafted: int
     n_accepted: int
-    acceptance_rate: float | None
-    """n_accepted / n_drafted; None when nothing was drafted."""
-    mean_accepted_length: float | None
-    """Mean tokens emitted per verify pass (accepted drafts + the correction or bonus token)."""
-    accepted_by_position: list[float]
-    """Acceptance rate of the i-th draft position over the rounds that drafted that far."""
-    tokens_per_second: float | None
-    """Decode rate: tokens after the first, over the time after the first token (like
-    llama-bench's tg); None for fewer than two tokens."""
     ttft_s: float
     """Time to the first token: prompt evaluation plus the first sampling."""
     decode_s: float
+    """Seconds after the first token (mid-reply re-evaluations not counted)."""
     wall_s: float
     target_passes: int
     draft_passes: int
@@ -149,15 +147,25 @@ class TurnEvent:
     leaves nothing more out), or cancelled."""
     policy: str = ""
     """The draft-length policy: `fixed k=3` or `adaptive k<=8`."""
-    predicted_tokens_per_second: float | None = None
-    """The cost model's rate for the rounds after the first (expected tokens over expected
-    seconds, each predicted before its round ran), beside the measured `tokens_per_second`."""
+    decode_tokens: int = 0
+    """Tokens after the first: what the decode rate counts over `decode_s`."""
+    drafted_at: list[int] = field(default_factory=list)
+    """Rounds that drafted a token at draft position i."""
+    accepted_at: list[int] = field(default_factory=list)
+    """Of those, the rounds whose token at position i stood."""
+    spec_rounds: int = 0
+    """Rounds that drafted (a verify pass of a draft)."""
+    spec_emitted: int = 0
+    """Tokens those rounds added to the reply (the accepted and the target's own)."""
+    expected_tokens: float = 0.0
+    expected_s: float = 0.0
+    """The cost model's expected tokens and seconds, summed over the rounds after the first
+    (each predicted before its round ran)."""
     declined_rounds: int = 0
     """Rounds the adaptive policy left to the target alone because drafting would not pay."""
-    speedup: float | None = None
-    """tokens_per_second over baseline_tokens_per_second."""
     baseline_tokens_per_second: float | None = None
-    """The target-only decode rate at this turn's depth, on this machine, in this run."""
+    """The target-only decode rate at this turn's depth, on this machine, in this run (timed
+    steps: a measurement, not a formula over this turn's counts)."""
     context_shifts: int = 0
     """Times the reply reached the end of the context and went on with turns left out."""
     shift_tokens: int = 0
@@ -173,6 +181,12 @@ class TurnEvent:
     """The 95% interval of `speedup` (with `speedup_high`): from the spread of what it was
     measured from, the turn's rounds and the baseline steps (a bootstrap of both)."""
     speedup_high: float | None = None
+    catchup_tokens: int = 0
+    """Tokens the draft model read to catch up (RoundEvent.catchup_tokens, summed)."""
+    catchup_s: float = 0.0
+    """Seconds of decode_s those catch-up passes took: what a draft that sat out rounds (or
+    the prompt) cost before it drafted again."""
+    # -- diagnostics
     others_cpu: float | None = None
     """The share of this machine's CPU time other programs used during the turn (its baseline
     steps included): above 0.2 its timings are unreliable. None where not measured (not Linux,
@@ -183,15 +197,52 @@ class TurnEvent:
     server: dict[str, Any] | None = None
     """A llama-server's own final `timings` for this reply (its prompt and decode rates, its
     draft counters), where a server generated it; the numbers above are the client's."""
-    catchup_tokens: int = 0
-    """Tokens the draft model read to catch up (RoundEvent.catchup_tokens, summed)."""
-    catchup_s: float = 0.0
-    """Seconds of decode_s those catch-up passes took: what a draft that sat out rounds (or
-    the prompt) cost before it drafted again."""
     type: str = field(default="turn", init=False)
 
+    # -- rates, derived from the counts
+    @property
+    def acceptance_rate(self) -> float | None:
+        """n_accepted / n_drafted; None when nothing was drafted."""
+        return self.n_accepted / self.n_drafted if self.n_drafted else None
+
+    @property
+    def mean_accepted_length(self) -> float | None:
+        """Mean tokens a drafting round added (accepted drafts + the correction or bonus)."""
+        return self.spec_emitted / self.spec_rounds if self.spec_rounds else None
+
+    @property
+    def accepted_by_position(self) -> list[float]:
+        """Acceptance rate of the i-th draft position over the rounds that drafted that far."""
+        return [a / d for a, d in zip(self.accepted_at, self.drafted_at)]
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """Decode rate: tokens after the first, over the time after the first token (like
+        llama-bench's tg); None for fewer than two tokens."""
+        if self.decode_tokens < 1 or self.decode_s <= 0:
+            return None
+        return self.decode_tokens / self.decode_s
+
+    @property
+    def predicted_tokens_per_second(self) -> float | None:
+        """The cost model's rate for the rounds after the first, beside `tokens_per_second`."""
+        return self.expected_tokens / self.expected_s if self.expected_s > 0 else None
+
+    @property
+    def speedup(self) -> float | None:
+        """tokens_per_second over baseline_tokens_per_second."""
+        rate, base = self.tokens_per_second, self.baseline_tokens_per_second
+        return rate / base if rate and base else None
+
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The counts, and the rates derived from them for whoever reads the line (a trace's
+        reader derives them again and ignores these)."""
+        return asdict(self) | {name: getattr(self, name) for name in DERIVED}
+
+
+DERIVED = ("acceptance_rate", "mean_accepted_length", "accepted_by_position", "tokens_per_second",
+           "predicted_tokens_per_second", "speedup")
+"""TurnEvent's rates: written in its JSON, never read back."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from specchat.engine.draft_model import DraftModel
 from specchat.engine.guessed_rows import GuessedRows
 from specchat.engine.policy.branching import chance_given_refused
 from specchat.engine.sampling import SamplingParams, row_summary, sample
-from specchat.engine.types import Branch, Draft, Plan
+from specchat.engine.types import Branch, Draft, DraftCost, Plan
 
 
 class ModelDrafter(DraftModel):
@@ -33,7 +33,7 @@ class ModelDrafter(DraftModel):
     def propose(self, committed: Sequence[int], plan: Plan) -> Draft:
         feed = kvsync.pending(self.backend, committed)
         draft = Draft(dists=None if self.sampling.greedy else [], source=self.name,
-                      uses_passes=True, behind=len(feed))
+                      uses_passes=True, cost=DraftCost(behind=len(feed)))
         k = min(plan.k(self.name, True, len(feed)), self.backend.n_ctx - len(committed))
         if k <= 0:
             return draft
@@ -44,11 +44,11 @@ class ModelDrafter(DraftModel):
             extra = self.guessed.extra(seq, len(feed), k - len(draft) - 1)
             extra = extra[: self.backend.n_ctx - len(self.backend.tokens) - len(feed)]
             rows = self.backend.eval(feed + extra, len(feed) - 1)
-            later = draft.catchup_s > 0
+            later = draft.cost.catchup_s > 0
             if not later:
-                draft.catchup_s, draft.widened = time.perf_counter() - t0, bool(extra)
+                draft.cost.catchup_s, draft.cost.widened = time.perf_counter() - t0, bool(extra)
             for j, row in enumerate(rows):  # row j follows extra[j - 1]: the draft's own row
-                draft.later_draws += later  # while the guesses were its own tokens
+                draft.cost.later_draws += later  # while the guesses were its own tokens
                 if not self._keep(draft, row, plan):
                     return draft
                 seq.append(draft.tokens[-1])

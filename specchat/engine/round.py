@@ -94,7 +94,7 @@ def play(m: RoundModels, round_no: int, committed: list[int], reply: CommittedRe
         declined=plan.declined and not draft.tokens, expected_tokens=expected.tokens,
         expected_s=expected.seconds, draft_pieces=draft.own_pieces,
         target_conf=expected.target_conf, catchup_tokens=draft.caught_up,
-        catchup_s=draft.catchup_s if draft.caught_up else 0.0,
+        catchup_s=draft.cost.catchup_s if draft.caught_up else 0.0,
         branch_nodes=draft.nodes - len(draft), branches_tested=outcome.branches_tested,
         branch_stood=outcome.branch is not None)
 

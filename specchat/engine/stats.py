@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -130,6 +131,14 @@ class TurnStats:
     def by_position(self) -> list[float]:
         return [a / d for a, d in zip(self.accepted_at, self.drafted_at)]
 
+    def counts(self) -> dict[str, Any]:
+        """What the TurnEvent's rates are derived from (a version-1 trace's turn gets them
+        again from its rounds)."""
+        return {"decode_tokens": max(0, self.tokens - 1),
+                "drafted_at": list(self.drafted_at), "accepted_at": list(self.accepted_at),
+                "spec_rounds": self.spec_rounds, "spec_emitted": self.spec_emitted,
+                "expected_tokens": self.expected_tokens, "expected_s": self.expected_s}
+
     def turn_event(
         self, *, text: str, token_ids: list[int], prompt_ids: list[int], wall_s: float,
         target_passes: int, draft_passes: int, draft: str, k: int, policy: str,
@@ -140,7 +149,6 @@ class TurnStats:
     ) -> TurnEvent:
         """The turn summary; `baseline` is the target-only decode rate the speedup is taken
         against, and `baseline_source` says how it was measured."""
-        rate = self.tokens_per_second
         low, high = speedup_interval(self.spans, baseline_steps_s) if baseline_steps_s else (None, None)
         return TurnEvent(
             text=text,
@@ -149,10 +157,6 @@ class TurnStats:
             n_tokens=len(token_ids),
             n_drafted=self.drafted,
             n_accepted=self.accepted,
-            acceptance_rate=self.acceptance,
-            mean_accepted_length=self.mean_accepted_length,
-            accepted_by_position=self.by_position,
-            tokens_per_second=rate,
             ttft_s=self.t_first if self.t_first is not None else wall_s,
             decode_s=self.decode_s,
             wall_s=wall_s,
@@ -163,12 +167,11 @@ class TurnStats:
             k=k,
             stop_reason=stop_reason,
             policy=policy,
-            predicted_tokens_per_second=self.predicted_tokens_per_second,
+            **self.counts(),
             context_shifts=self.shifts,
             shift_tokens=self.shift_tokens,
             shift_s=self.shift_s,
             declined_rounds=self.declined,
-            speedup=rate / baseline if rate and baseline else None,
             baseline_tokens_per_second=baseline,
             baseline_source=baseline_source,
             others_cpu=others_cpu,

@@ -27,7 +27,7 @@ from specchat.engine import kvsync
 from specchat.engine.backend import Backend
 from specchat.engine.draft_model import DraftModel
 from specchat.engine.sampling import SamplingParams, row_summary, sample
-from specchat.engine.types import Draft, Plan
+from specchat.engine.types import Draft, DraftCost, Plan
 
 ROUND_TRIP = "Hello, world! def f(x):\n    return x * 2  # ÄÖÜ é 日本語 🙂\n"
 """A text both tokenizers must encode and decode unchanged for drafting as text to work."""
@@ -154,13 +154,13 @@ class TextDrafter(DraftModel):
         ids = self.own_tokens(committed)
         self.encode_s += time.perf_counter() - t0
         todo = kvsync.pending(self.backend, ids)
-        draft = Draft(source=self.name, uses_passes=True, behind=len(todo))
+        draft = Draft(source=self.name, uses_passes=True, cost=DraftCost(behind=len(todo)))
         k = min(plan.k(self.name, True, len(todo)), self.backend.n_ctx - len(ids))
         if k <= 0:
             return draft
         t1 = time.perf_counter()
         row = self.backend.eval(todo, len(todo) - 1)[0]
-        draft.catchup_s = time.perf_counter() - t1
+        draft.cost.catchup_s = time.perf_counter() - t1
         if not self.sampling.greedy:
             return self._sample_shared(draft, row, k, plan)
         written: list[int] = []
@@ -174,7 +174,7 @@ class TextDrafter(DraftModel):
             if (next_row := self.next_row(plan, tok, i, k)) is None:
                 break
             row = next_row
-            draft.later_draws += 1
+            draft.cost.later_draws += 1
         draft.own_pieces = self._pieces(written)
         t2 = time.perf_counter()
         more = valid_text(decode(self.backend, written))
@@ -207,7 +207,7 @@ class TextDrafter(DraftModel):
             if (next_row := self.next_row(plan, tok, i, k)) is None:
                 break
             row = next_row
-            draft.later_draws += 1
+            draft.cost.later_draws += 1
         return draft
 
     def _pieces(self, tokens: Sequence[int]) -> list[str]:

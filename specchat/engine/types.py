@@ -66,6 +66,23 @@ class Branch:
 
 
 @dataclass
+class DraftCost:
+    """What a draft model's passes cost in making a draft, apart from what it proposes."""
+
+    behind: int = 0
+    """Committed tokens a draft model had to catch up on before drafting."""
+    catchup_s: float = 0.0
+    """Seconds its catch-up pass took (it also yields the first draft token's row)."""
+    widened: bool = False
+    """That pass also read guessed tokens or padding (engine/guessed_rows.py), so its seconds
+    are not the catch-up's alone."""
+    later_draws: int = 0
+    """Tokens drawn, kept or refused, from the rows of the passes after that one: what those
+    passes' seconds bought. One a pass, except where a pass also read guessed tokens that the
+    draft then proposed."""
+
+
+@dataclass
 class Draft:
     tokens: list[int] = field(default_factory=list)
     q: list[float] = field(default_factory=list)
@@ -80,17 +97,8 @@ class Draft:
     have none."""
     uses_passes: bool = False
     """The drafter ran a model pass per token (its cost grows with the length)."""
-    behind: int = 0
-    """Committed tokens a draft model had to catch up on before drafting."""
-    catchup_s: float = 0.0
-    """Seconds its catch-up pass took (it also yields the first draft token's row)."""
-    widened: bool = False
-    """That pass also read guessed tokens or padding (engine/guessed_rows.py), so its seconds
-    are not the catch-up's alone."""
-    later_draws: int = 0
-    """Tokens drawn, kept or refused, from the rows of the passes after that one: what those
-    passes' seconds bought. One a pass, except where a pass also read guessed tokens that the
-    draft then proposed."""
+    cost: DraftCost = field(default_factory=DraftCost)
+    """What making it cost (the policy learns the drafter's costs from it)."""
     own_pieces: list[str] = field(default_factory=list)
     """The draft model's own tokens as it wrote them, where its vocabulary is not the target's
     (it drafts as text); empty otherwise, where they are `tokens`."""
@@ -111,12 +119,12 @@ class Draft:
         """Tokens its pass read beyond the round's own one or two (the last correction or
         bonus, and the draft token before it): the prompt, or rounds it sat out; 0 where no
         pass ran (a declined round falls behind without one)."""
-        return max(0, self.behind - 2) if self.catchup_s > 0 else 0
+        return max(0, self.cost.behind - 2) if self.cost.catchup_s > 0 else 0
 
     @property
     def drafter_ran(self) -> bool:
         """A drafter brought tokens, or a model ran a pass that kept none."""
-        return bool(self.tokens) or self.catchup_s > 0
+        return bool(self.tokens) or self.cost.catchup_s > 0
 
 
 class Plan(Protocol):

@@ -20,6 +20,7 @@ from specchat.catalog.catalog import models_dir, resolve_model
 from specchat.catalog.layout import load_derived
 from specchat.choices import DraftChoice, PolicyKind
 from specchat.config import Config
+from specchat.engine.backend import user_turn
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.engine.sampling import SamplingParams
@@ -301,7 +302,7 @@ class LiveRecordings(_Cached):
         tokens = [e for e in plain if isinstance(e, TokenEvent)]
         cut = next((e.position for e in tokens if e.p is not None and e.p < 0.7), 0)
         target = engine.target
-        ids = target.tokenize(target.render_chat([("user", self.prompts["prose"])]))
+        ids = user_turn(target, self.prompts["prose"])
         ids += [e.id for e in tokens[:cut]]
         engine.clear_caches()
         sampling = SamplingParams(temperature=ROWS_TEMPERATURE)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from specchat import cpu, timing
-from specchat.engine.backend import Backend
+from specchat.engine.backend import Backend, user_turn
 from specchat.native.llama_tools import installed_build
 
 VERIFY_SIZES = range(1, 10)
@@ -19,7 +19,7 @@ COST_PROMPT = "Write a Python function that checks whether a number is prime, wi
 def layout_cost(model: Backend) -> dict[str, Any]:
     """A step in ms and the verify batch of each size in steps, at the depth of a short chat
     prompt, timed interleaved (timing.verify_times)."""
-    ids = model.tokenize(model.render_chat([("user", COST_PROMPT)]))
+    ids = user_turn(model, COST_PROMPT)
     model.truncate(0)
     model.eval(ids, len(ids) - 1)
     ms = [statistics.median(t) for t in

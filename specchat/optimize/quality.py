@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from specchat.bench.runner import Prompt
-from specchat.engine.backend import Backend
+from specchat.engine.backend import Backend, user_turn
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
@@ -52,7 +52,7 @@ def layout_quality(source: Backend, derived: Backend, prompts: Sequence[Prompt],
     top_same = 0
     changed = []
     for p in prompts:
-        ids = source.tokenize(source.render_chat([("user", p.text)]))
+        ids = user_turn(source, p.text)
         a, b = greedy_reply(source, ids, tokens), greedy_reply(derived, ids, tokens)
         if a != b:
             at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))

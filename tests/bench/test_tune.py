@@ -11,7 +11,7 @@ from support.processes import specchat
 
 from specchat.cpu import BUSY_SHARE
 from specchat.native.llama_tools import installed_build
-from specchat.tune import Arm
+from specchat.tune import Tuned
 from specchat.ui.screens.model_menu import draft_choices
 
 PROMPTS = '''
@@ -129,14 +129,14 @@ def test_tune_with_no_draft_named_tries_the_default_drafts(tiny, tmp_path):
 def test_the_recommendation_is_the_fastest_arm_that_measurably_pays():
     """On the default pair (2026-12-04) the fastest arm, n-gram k=3 at 1.135x, had an interval
     down to 0.98 while n-gram k=1 measured 1.127x (1.01-1.31): k=1 is the one that pays."""
-    from specchat.tune import Arm, choose
+    from specchat.tune import Tuned, choose
 
-    noisy = Arm("ngram", 3, "fixed", measured_speedup=1.135, measured_low=0.98, measured_high=1.27)
-    sure = Arm("ngram", 1, "fixed", measured_speedup=1.127, measured_low=1.01, measured_high=1.31)
-    slow = Arm("default", 3, "fixed", measured_speedup=0.53, measured_low=0.44, measured_high=0.65)
+    noisy = Tuned("ngram", 3, "fixed", measured_speedup=1.135, measured_low=0.98, measured_high=1.27)
+    sure = Tuned("ngram", 1, "fixed", measured_speedup=1.127, measured_low=1.01, measured_high=1.31)
+    slow = Tuned("default", 3, "fixed", measured_speedup=0.53, measured_low=0.44, measured_high=0.65)
     assert choose([noisy, sure, slow]) == (sure, True)
     assert choose([noisy, slow]) == (noisy, False)
-    barely = Arm("ngram", 2, "fixed", measured_speedup=1.02, measured_low=1.01, measured_high=1.03)
+    barely = Tuned("ngram", 2, "fixed", measured_speedup=1.02, measured_low=1.01, measured_high=1.03)
     assert choose([barely])[1] is False  # under the margin
 
 
@@ -160,7 +160,7 @@ def test_tune_recommends_on_a_quiet_machine_and_not_on_a_busy_one(tiny, tmp_path
     if others >= BUSY_SHARE:
         assert result["recommended"] is None and result["why"].startswith("other programs used")
         return
-    arms = [Arm(**{k: a[k] for k in ("draft", "k", "policy", "measured_speedup", "measured_low",
+    arms = [Tuned(**{k: a[k] for k in ("draft", "k", "policy", "measured_speedup", "measured_low",
                                      "tree")})
             for a in result["drafters"]]
     best, paying = choose(arms)

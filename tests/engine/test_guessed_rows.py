@@ -91,8 +91,8 @@ def test_a_repeating_conversation_is_drafted_in_fewer_passes(drafts):
             passes = drafter.passes
             draft = drafter.propose(committed, FixedPolicy(6).plan(8))
             later_passes = drafter.passes - passes - 1
-            assert later_passes <= draft.later_draws <= len(draft) - 1
-            guessed += draft.later_draws > later_passes
+            assert later_passes <= draft.cost.later_draws <= len(draft) - 1
+            guessed += draft.cost.later_draws > later_passes
             committed = committed + draft.tokens
         passes_a_token.append((drafter.passes - before) / (len(committed) - start))
         guessed_rounds.append(guessed)

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.processes import specchat
 
-from specchat.engine.drafters import Draft
 from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, MachineCosts, expected_tokens
 from specchat.engine.text_kind import CODE, TEXT, text_kind
+from specchat.engine.types import Draft, DraftCost
 
 
 @given(a=st.floats(0.01, 0.99), k=st.integers(0, 12))
@@ -79,7 +79,7 @@ def test_a_source_whose_rounds_brought_less_than_plain_steps_is_declined():
     assert policy.plan(cap=100).k("draft-model", True, behind=1) > 0
     for _ in range(8):
         costs.observe(Draft(tokens=[1, 2, 3], q=[1.0] * 3, source="draft-model", uses_passes=True,
-                            behind=1, catchup_s=1.0), 3, 1.0, 0.1, 4, [0.75] * 4)
+                            cost=DraftCost(behind=1, catchup_s=1.0)), 3, 1.0, 0.1, 4, [0.75] * 4)
     plan = policy.plan(cap=100)
     assert plan.k("draft-model", True, behind=1) == 0 and plan.declined
     target_steps(costs, [0.995] * 12)
@@ -185,7 +185,8 @@ def test_a_model_draft_grows_through_an_expensive_batch_to_a_cheap_one():
     costs.observe(Draft(), 0, 0.0, 0.040, 1)
     for _ in range(30):
         costs.observe(Draft(tokens=[1, 2, 3], q=[1.0] * 3, conf=[0.99] * 3, source="m",
-                            uses_passes=True, later_draws=2), 3, 0.012, 0.040 * 1.7, 4)
+                            uses_passes=True, cost=DraftCost(later_draws=2)),
+                      3, 0.012, 0.040 * 1.7, 4)
     plan = AdaptivePolicy(8, costs).plan(cap=100)
     assert plan.k("m", True, behind=1) == 8
     kept = 0
@@ -264,8 +265,8 @@ def unsure_then_sure(costs: CostModel, unsure: int, sure: int, draft_s: float,
     sure (0.99) and all stood."""
     for is_sure, rounds in ((False, unsure), (True, sure)):
         for _ in range(rounds):
-            costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True, catchup_s=0.03,
-                                later_draws=2),
+            costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True,
+                                cost=DraftCost(catchup_s=0.03, later_draws=2)),
                           3 if is_sure else 0, draft_s, verify_s, 4,
                           [0.99 if is_sure else 0.55] * 4)
 
@@ -395,7 +396,7 @@ def test_a_model_whose_passes_often_bring_no_draft_stops_paying_for_them():
         for r in range(60):
             drafted = (r % 10) >= empty_share * 10
             costs.observe(Draft(tokens=[1, 2, 3] if drafted else [], source="m", uses_passes=True,
-                                catchup_s=0.035, later_draws=2),
+                                cost=DraftCost(catchup_s=0.035, later_draws=2)),
                           2 if drafted else 0, 0.1, 0.17, 4)
         return AdaptivePolicy(8, costs)
 
@@ -415,9 +416,11 @@ def test_empty_passes_that_come_in_runs_are_priced_after_an_empty_one():
             drafted = (r // 10) % 2 == (0 if ends_empty else 1)
             if drafted:
                 costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True,
-                                    catchup_s=0.035, later_draws=2), 3, 0.105, 0.12, 4)
+                                    cost=DraftCost(catchup_s=0.035, later_draws=2)),
+                              3, 0.105, 0.12, 4)
             else:
-                costs.observe(Draft(source="m", uses_passes=True, catchup_s=0.035), 0, 0.035,
+                costs.observe(Draft(source="m", uses_passes=True,
+                                    cost=DraftCost(catchup_s=0.035)), 0, 0.035,
                               0.09, 1)
         return AdaptivePolicy(8, costs)
 
@@ -460,8 +463,8 @@ def test_a_pass_widened_by_guesses_is_not_priced_as_a_catch_up():
     for widened, priced in ((False, True), (True, False)):
         costs = CostModel()
         costs.machine.pass_s["m"] = 0.010
-        draft = Draft(tokens=[1, 2, 3], source="m", uses_passes=True, behind=2, catchup_s=0.015,
-                      widened=widened)
+        draft = Draft(tokens=[1, 2, 3], source="m", uses_passes=True,
+                      cost=DraftCost(behind=2, catchup_s=0.015, widened=widened))
         costs.observe(draft, 3, 0.015, 0.040, 4)
         assert ("m" in costs.machine.catchup_token_s) is priced
 
@@ -472,8 +475,8 @@ def test_a_drafted_token_is_priced_by_the_passes_that_drew_it():
     stood whole on code made the next drafts look twice as dear and the adaptive policy
     declined the rest of the reply)."""
     costs = CostModel()
-    costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True, catchup_s=0.010,
-                        later_draws=2), 3, 0.010 + 0.012, 0.050, 4)
+    costs.observe(Draft(tokens=[1, 2, 3], source="m", uses_passes=True,
+                        cost=DraftCost(catchup_s=0.010, later_draws=2)), 3, 0.010 + 0.012, 0.050, 4)
     assert costs.machine.pass_s["m"] == pytest.approx(0.006)
 
 
@@ -510,7 +513,7 @@ def test_each_part_of_the_cost_model_lives_as_long_as_it_should():
     costs = policy.costs
     for _ in range(30):
         draft = Draft(tokens=[1, 2, 3], q=[0.9] * 3, source="m", conf=[0.9] * 3, uses_passes=True,
-                      behind=2, catchup_s=0.01, later_draws=2)
+                      cost=DraftCost(behind=2, catchup_s=0.01, later_draws=2))
         costs.observe(draft, 2, 0.03, 0.05, 4, [0.9, 0.8, 0.95])
     machine, bins_at = dict(costs.machine.verify), costs.reply.where("m")
     calibrated = max(rate.n for rate in costs.acceptance.by_target_conf[bins_at])

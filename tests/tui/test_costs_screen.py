@@ -53,16 +53,18 @@ def test_a_slower_reply_says_why_from_what_it_measured():
     turn = TurnStats().turn_event(text="", token_ids=[1] * 31, prompt_ids=[0], wall_s=3.0,
                                   target_passes=11, draft_passes=30, draft="d", k=3,
                                   policy="fixed k=3", stop_reason="max_tokens")
-    fields = dict(turn.to_json())
-    fields.update(rounds=11, decode_s=2.0, tokens_per_second=15.0, speedup=0.75,
-                  baseline_tokens_per_second=20.0, mean_accepted_length=3.0)
-    fields.pop("type")
+    from dataclasses import replace
+
+    # 30 tokens after the first in 2 s (15 tok/s) against 20 tok/s; drafting rounds of 3 tokens
+    slow = replace(turn, rounds=11, decode_s=2.0, decode_tokens=30, spec_rounds=10,
+                   spec_emitted=30, baseline_tokens_per_second=20.0)
+    fields = {f: getattr(slow, f) for f in slow.__dataclass_fields__ if f != "type"}
     from specchat.engine.events import TurnEvent
 
-    slow = TurnEvent(**fields)
+    assert (slow.tokens_per_second, slow.speedup, slow.mean_accepted_length) == (15.0, 0.75, 3.0)
     # 10 rounds after the first took 2 s: 0.2 s = 4 target steps of 50 ms, for 3 tokens each
     assert slower_why(slow) == " · 0.75x: 4.0 steps a round for 3.0 tokens (why: F7, specchat tune)"
-    assert slower_why(TurnEvent(**{**fields, "speedup": 1.2})) == ""
+    assert slower_why(TurnEvent(**{**fields, "baseline_tokens_per_second": 12.5})) == ""
     # 30 tokens in 2 s against 1.5 s of plain steps: 0.5 s lost. A catch-up of the draft on
     # tokens it sat out that took half of that or more is the reason given, in steps
     caught = TurnEvent(**{**fields, "catchup_tokens": 60, "catchup_s": 0.3})

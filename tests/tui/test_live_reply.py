@@ -12,7 +12,14 @@ from textual.content import Content
 
 from specchat.engine.events import TokenEvent, TokenKind
 from specchat.ui.chat.chat_screen import redraw_every_s
-from specchat.ui.widgets.live_reply import GROW_LINES, SETTLE_LINES, LiveReply, last_line_break, styled_pieces
+from specchat.ui.widgets.live_reply import (
+    GROW_LINES,
+    SETTLE_LINES,
+    LiveReply,
+    Piece,
+    last_line_break,
+    styled_pieces,
+)
 
 pieces_st = st.lists(st.tuples(st.sampled_from(list(TokenKind)),
                                st.text(alphabet="ab \n", min_size=1, max_size=6)), max_size=40)
@@ -29,24 +36,28 @@ def styled_chars(content: Content) -> list[tuple[str, tuple[str, ...]]]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(pieces=pieces_st, show_rejected=st.booleans(), lines=st.integers(1, 4),
+@given(texts=pieces_st, show_rejected=st.booleans(), lines=st.integers(1, 4),
        own_at=st.sets(st.integers(0, 40), max_size=5),
-       lost_at=st.sets(st.integers(0, 40), max_size=5))
-def test_settled_lines_and_the_tail_draw_what_the_whole_reply_draws(pieces, show_rejected,
-                                                                     lines, own_at, lost_at):
-    own = {i: ["x", "y\n"] for i in own_at if i < len(pieces)}
-    # expanded lost branches: a count's piece has no line break, a branch token may
-    lost = {i: ["b\n", "c"] for i in lost_at if i < len(pieces) and "\n" not in pieces[i][1]}
-    whole = Content.assemble(*styled_pieces(pieces, own, show_rejected, (0, 0),
-                                            (len(pieces), 0), lost))
+       lost_at=st.sets(st.integers(0, 40), max_size=5), expand=st.booleans())
+def test_settled_lines_and_the_tail_draw_what_the_whole_reply_draws(texts, show_rejected,
+                                                                     lines, own_at, lost_at,
+                                                                     expand):
+    # lost branches in place of some pieces: their tokens may hold a line break, drawn escaped
+    pieces = [Piece(kind, "", lost=["b\n", "c"]) if i in lost_at else Piece(kind, text)
+              for i, (kind, text) in enumerate(texts)]
+    for i in own_at:
+        if i < len(pieces):
+            pieces[i].own = ["x", "y\n"]
+    whole = Content.assemble(*styled_pieces(pieces, show_rejected, (0, 0), (len(pieces), 0),
+                                            expand))
     parts, start = [], (0, 0)
     while (last := last_line_break(pieces, start, show_rejected, lines)) is not None:
-        part = Content.assemble(*styled_pieces(pieces, own, show_rejected, start, last, lost))
+        part = Content.assemble(*styled_pieces(pieces, show_rejected, start, last, expand))
         assert part.plain.count("\n") >= lines - 1  # a part ends where its last line does
         parts.append(part)
         start = (last[0], last[1] + 1)
-    tail = Content.assemble(*styled_pieces(pieces, own, show_rejected, start, (len(pieces), 0),
-                                           lost))
+    tail = Content.assemble(*styled_pieces(pieces, show_rejected, start, (len(pieces), 0),
+                                           expand))
     assert tail.plain.count("\n") < lines  # all that could settle did
     drawn = Content("\n").join([*parts, tail])
     assert styled_chars(drawn) == styled_chars(whole)

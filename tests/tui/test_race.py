@@ -29,7 +29,7 @@ def record(tiny, tmp_path, name: str, draft: str):
 
 
 def shown(panel: LanePanel) -> str:
-    return "".join(t for kind, t in panel.reply.pieces if kind is not TokenKind.REJECTED)
+    return "".join(p.text for p in panel.reply.pieces if p.kind is not TokenKind.REJECTED)
 
 
 @pytest.fixture

@@ -57,7 +57,7 @@ def test_replay_reproduces_the_transcript_and_the_stats_with_no_model(recorded, 
             await until(pilot, lambda: app.chat_screen.transcript.last_turn is not None)
             assert app.chat_screen.chat is None  # nothing was loaded
             reply = app.chat_screen.query(LiveReply).last()
-            shown = "".join(text for kind, text in reply.pieces if kind is not TokenKind.REJECTED)
+            shown = "".join(p.text for p in reply.pieces if p.kind is not TokenKind.REJECTED)
             assert shown == turn.text
             stats = app.chat_screen.transcript.stats
             assert stats.tokens == turn.n_tokens and stats.accepted == turn.n_accepted
@@ -65,7 +65,7 @@ def test_replay_reproduces_the_transcript_and_the_stats_with_no_model(recorded, 
             panel = str(app.chat_screen.query_one(StatsPanel).render())
             assert f"tokens            {turn.n_tokens}" in panel
             trees = recorded.meta["settings"]["tree"]  # lost branches counted, the tree's numbers
-            assert bool(lost_branches(reply.pieces)) is trees and ("tree: a round" in panel) is trees
+            assert bool(lost_branches(reply.drawn_pieces())) is trees and ("tree: a round" in panel) is trees
     asyncio.run(scenario())
     assert app.history.conversations() == []  # a replay is not saved as a conversation
 

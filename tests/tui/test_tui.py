@@ -32,7 +32,7 @@ def test_a_turn_streams_coloured_tokens_and_its_stats_appear(tiny, tmp_path):
             await ready(app, pilot)
             await say(app, pilot, "hello there")
             reply = app.chat_screen.query(LiveReply).last()
-            kinds = {kind for kind, _ in reply.pieces}
+            kinds = {p.kind for p in reply.pieces}
             assert TokenKind.TARGET in kinds and TokenKind.ACCEPTED in kinds
             side = str(app.chat_screen.query_one(StatsPanel).render())
             assert "acceptance" in side and "decode tok/s" in side and "stop" in side
@@ -277,7 +277,8 @@ def test_the_draft_own_tokens_sit_after_the_rounds_draft_tokens_before_the_targe
     reply.add_tokens([token(TokenKind.ACCEPTED, "_prime")])  # a round the reply's end cut short
     reply.add_draft_own(["_", "prime"])
     reply.add_draft_own([])  # a round of the target's own: nothing to show
-    assert reply.draft_own == {2: ["de", "f", " it"], 4: ["_", "prime"]}
+    assert [p.own for p in reply.pieces] == [[], [], ["de", "f", " it"], []]
+    assert reply.own_after == ["_", "prime"]  # the next piece, or the reply's end, takes them
 
 
 def test_changing_the_target_keeps_the_chat_and_a_draft_of_another_vocabulary_drafts_as_text(
@@ -302,7 +303,7 @@ def test_changing_the_target_keeps_the_chat_and_a_draft_of_another_vocabulary_dr
             # the transcript shows the draft's own tokens after each round it drafted, with
             # the rejected drafts, and hides them with them
             reply = app.chat_screen.transcript.reply
-            assert app.chat_screen.transcript.last_turn.n_drafted > 0 and reply.draft_own
+            assert app.chat_screen.transcript.last_turn.n_drafted > 0 and any(p.own for p in reply.pieces)
             assert "⟨draft: " in reply.drawn
             app.chat_screen.action_toggle_rejected()
             assert "⟨draft: " not in reply.drawn
@@ -466,7 +467,7 @@ def test_lost_branches_are_one_counted_piece_in_the_transcript():
 
     reply = LiveReply()
     reply.add_tokens([e for e in tree_round() if isinstance(e, TokenEvent)])
-    assert reply.pieces == [(TokenKind.ACCEPTED, "The"), (TokenKind.ACCEPTED, " dog"),
+    assert reply.drawn_pieces() == [(TokenKind.ACCEPTED, "The"), (TokenKind.ACCEPTED, " dog"),
                             (TokenKind.REJECTED, " cat"), (TokenKind.REJECTED, " sat"),
                             (TokenKind.REJECTED, "↳2"), (TokenKind.BONUS, " ran")]
     assert reply.plain.replace(" cat", "").replace(" sat", "").replace("↳2", "") == "The dog ran"

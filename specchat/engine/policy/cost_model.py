@@ -52,7 +52,7 @@ class CostModel:
             accept = [rates.position_rate(draft.source, i) for i in range(len(draft))]
         seconds = machine.check_s(1 + len(draft))
         if draft.drafter_ran:
-            seconds += machine.draft_s(draft.source, len(draft), draft.uses_passes, draft.behind)
+            seconds += machine.draft_s(draft.source, len(draft), draft.uses_passes, draft.cost.behind)
         return expected_tokens(accept), seconds
 
     def observe(self, draft: Draft, accepted: int, draft_s: float, verify_s: float, batch: int,
@@ -97,19 +97,19 @@ class CostModel:
         """What a round's draft says of its source's costs; returns the seconds its pass spent
         catching up beyond the round's own correction or bonus (paid once, not the round's)."""
         source, machine = draft.source, self.machine
-        if draft.uses_passes and draft.catchup_s > 0:  # a pass ran: did it bring a draft?
+        if draft.uses_passes and draft.cost.catchup_s > 0:  # a pass ran: did it bring a draft?
             self.acceptance.observe_pass(source, not draft.tokens, self.reply)
         if not draft.uses_passes:
             if draft.tokens:
                 machine.learn_pass(source, draft_s)
             return 0.0
-        if draft.later_draws:  # seconds a token: a pass that read a guess drew several
-            machine.learn_pass(source, (draft_s - draft.catchup_s) / draft.later_draws)
-        if draft.behind > 1 and (pass_s := machine.pass_time(source)) is not None \
-                and not draft.widened:  # a widened pass's extra rows are the guesses'
-            extra = max(0.0, draft.catchup_s - pass_s) / (draft.behind - 1)
+        if draft.cost.later_draws:  # seconds a token: a pass that read a guess drew several
+            machine.learn_pass(source, (draft_s - draft.cost.catchup_s) / draft.cost.later_draws)
+        if draft.cost.behind > 1 and (pass_s := machine.pass_time(source)) is not None \
+                and not draft.cost.widened:  # a widened pass's extra rows are the guesses'
+            extra = max(0.0, draft.cost.catchup_s - pass_s) / (draft.cost.behind - 1)
             machine.learn_catchup(source, extra)
-            return extra * max(0, draft.behind - 2)
+            return extra * max(0, draft.cost.behind - 2)
         return 0.0
 
     def new_conversation(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -31,6 +32,26 @@ Mark = tuple[int, int]
 """A place in a reply: a piece's index and how many of its characters come before it."""
 
 
+@dataclass
+class Piece:
+    """One piece of a reply as drawn: a token's text in its verdict's kind, or a round's lost
+    draft-tree branches (a refused piece of their tokens, drawn as their count or expanded)."""
+
+    kind: TokenKind
+    text: str = ""
+    lost: list[str] = field(default_factory=list)
+    """The lost branches' tokens (the piece is those branches, its `text` empty)."""
+    own: list[str] = field(default_factory=list)
+    """The draft's own tokens (another vocabulary) of the round whose draft tokens end before
+    this piece: drawn before it, where rejected drafts show."""
+
+    def shown(self, expand: bool) -> str:
+        """The piece's text on screen (a line break only ever in a token's own text)."""
+        if not self.lost:
+            return self.text
+        return lost_branches_text(self.lost) if expand else f"{BRANCHES_LOST}{len(self.lost)}"
+
+
 class LiveReply(Vertical):
     """A reply as token verdicts: each piece styled by its kind through theme variables.
 
@@ -52,9 +73,10 @@ class LiveReply(Vertical):
 
     def __init__(self, *, role: str = "assistant", **kwargs) -> None:
         super().__init__(**kwargs)
-        self.pieces: list[tuple[TokenKind, str]] = []
-        self.draft_own: dict[int, list[str]] = {}
-        """Piece index -> the draft's own tokens of the round whose draft tokens end there."""
+        self.pieces: list[Piece] = []
+        self.own_after: list[str] = []
+        """The draft's own tokens of the last round where no piece follows them yet (the next
+        piece takes them)."""
         self.turn: TurnEvent | None = None
         """The finished turn's numbers (a reply shown from the history has none)."""
         self.note = ""
@@ -66,9 +88,7 @@ class LiveReply(Vertical):
         self._settled: list[Content] = []
         self._height: int | None = None
         self._lost_round: int | None = None
-        """The round whose lost branches the last piece counts."""
-        self.lost: dict[int, list[str]] = {}
-        """Piece index -> the tokens of the lost branches that piece counts."""
+        """The round whose lost branches the last piece holds."""
         self.add_class(role)
 
     def compose(self) -> ComposeResult:
@@ -80,27 +100,37 @@ class LiveReply(Vertical):
         step-through lays each out."""
         for e in events:
             if e.branch and e.kind is TokenKind.REJECTED:
-                if self._lost_round != e.round:  # else the last piece counts this round's
-                    self.pieces.append((TokenKind.REJECTED, ""))
-                tokens = self.lost.setdefault(len(self.pieces) - 1, [])
-                tokens.append(shown_text(e))
-                self.pieces[-1] = (TokenKind.REJECTED, f"{BRANCHES_LOST}{len(tokens)}")
+                if self._lost_round != e.round:  # else the last piece holds this round's
+                    self._append(Piece(TokenKind.REJECTED))
+                self.pieces[-1].lost.append(shown_text(e))
                 self._lost_round = e.round
             else:
-                self.pieces.append((e.kind, shown_text(e)))
+                self._append(Piece(e.kind, shown_text(e)))
                 self._lost_round = None
+
+    def _append(self, piece: Piece) -> None:
+        piece.own, self.own_after = self.own_after, []
+        self.pieces.append(piece)
 
     def add_draft_own(self, pieces: list[str]) -> None:
         """The draft's own tokens of the round whose tokens came last (none: nothing to add),
         placed after that round's draft tokens, before the target's correction or bonus."""
-        if pieces:
-            last = self.pieces[-1][0] if self.pieces else None
-            at = len(self.pieces) - (last in (TokenKind.CORRECTED, TokenKind.BONUS))
-            self.draft_own[at] = list(pieces)
+        if not pieces:
+            return
+        last = self.pieces[-1] if self.pieces else None
+        if last is not None and last.kind in (TokenKind.CORRECTED, TokenKind.BONUS):
+            last.own = list(pieces)
+        else:
+            self.own_after = list(pieces)
 
     @property
     def plain(self) -> str:
-        return "".join(text for _, text in self.pieces)
+        """The reply's text, refused drafts and lost branches (their count) in it."""
+        return "".join(p.shown(False) for p in self.pieces)
+
+    def drawn_pieces(self) -> list[tuple[TokenKind, str]]:
+        """Each piece's kind and text as drawn (lost branches as their count)."""
+        return [(p.kind, p.shown(False)) for p in self.pieces]
 
     @property
     def drawn(self) -> str:
@@ -108,7 +138,7 @@ class LiveReply(Vertical):
         return "\n".join(c.plain for c in [*self._settled, self._tail_content])
 
     def set_plain(self, text: str, kind: TokenKind = TokenKind.TARGET) -> None:
-        self.pieces, self.draft_own, self.lost = [(kind, text)], {}, {}
+        self.pieces, self.own_after = [Piece(kind, text)], []
         self._unsettle()
 
     def watch_show_rejected(self) -> None:
@@ -132,9 +162,8 @@ class LiveReply(Vertical):
         if self.is_mounted:
             self._settle()
         shown = self._shown(self._tail_from, (len(self.pieces), 0))
-        own = self.draft_own if self.show_rejected else {}
-        if len(self.pieces) in own:  # a round that ended the reply: after its tokens
-            shown.append(draft_own_text(own[len(self.pieces)]))
+        if self.own_after and self.show_rejected:  # a round that ended the reply: after it
+            shown.append(draft_own_text(self.own_after))
         if self.note:
             shown.append(Content.styled(f"  [{self.note}]", "italic $text-muted"))
         content = Content.assemble(*shown) if shown else Content("")
@@ -160,17 +189,16 @@ class LiveReply(Vertical):
         self._tail_from, self._height = (last[0], last[1] + 1), None
 
     def _shown(self, start: Mark, end: Mark) -> list[Content]:
-        return styled_pieces(self.pieces, self.draft_own if self.show_rejected else {},
-                             self.show_rejected, start, end,
-                             self.lost if self.expand_branches else {})
+        return styled_pieces(self.pieces, self.show_rejected, start, end, self.expand_branches)
 
 
-def last_line_break(pieces: Sequence[tuple[TokenKind, str]], start: Mark,
-                    show_rejected: bool, lines: int = SETTLE_LINES) -> Mark | None:
-    """Where the last line break drawn after `start` is, if `lines` or more are drawn there."""
+def last_line_break(pieces: Sequence[Piece], start: Mark, show_rejected: bool,
+                    lines: int = SETTLE_LINES) -> Mark | None:
+    """Where the last line break drawn after `start` is, if `lines` or more are drawn there
+    (a line break is only ever in a token's text)."""
     count, last = 0, None
     for i in range(start[0], len(pieces)):
-        kind, text = pieces[i]
+        kind, text = pieces[i].kind, pieces[i].text
         if show_rejected or kind is not TokenKind.REJECTED:
             from_char = start[1] if i == start[0] else 0
             count += text.count("\n", from_char)
@@ -179,25 +207,22 @@ def last_line_break(pieces: Sequence[tuple[TokenKind, str]], start: Mark,
     return last if count >= lines else None
 
 
-def styled_pieces(pieces: Sequence[tuple[TokenKind, str]], own: dict[int, list[str]],
-                  show_rejected: bool, start: Mark, end: Mark,
-                  lost: dict[int, list[str]] | None = None) -> list[Content]:
+def styled_pieces(pieces: Sequence[Piece], show_rejected: bool, start: Mark, end: Mark,
+                  expand: bool = False) -> list[Content]:
     """The styled text of a reply from `start` up to `end` (a piece's characters before the
     mark belong before it): each piece drawn as its kind, the draft's own tokens before the
-    piece they were placed at, and the lost branches `lost` holds as their tokens instead of
-    their count (a count has no line break, so no mark falls inside it)."""
+    piece they were placed at (where rejected drafts show), and lost branches as their count,
+    or with `expand` as their tokens (either has no line break, so no mark falls inside it)."""
     shown = []
     for i in range(start[0], min(end[0] + 1, len(pieces))):
-        kind, text = pieces[i]
+        piece = pieces[i]
+        text = piece.shown(expand)
         lo = start[1] if i == start[0] else 0
         hi = end[1] if i == end[0] else len(text)
-        if i in own and not lo:
-            shown.append(draft_own_text(own[i]))
-        if (show_rejected or kind is not TokenKind.REJECTED) and hi > lo:
-            if lost and i in lost:
-                text = lost_branches_text(lost[i])
-                lo, hi = 0, len(text)
-            shown.append(Content.styled(text[lo:hi], token_style(kind)))
+        if piece.own and show_rejected and not lo:
+            shown.append(draft_own_text(piece.own))
+        if (show_rejected or piece.kind is not TokenKind.REJECTED) and hi > lo:
+            shown.append(Content.styled(text[lo:hi], token_style(piece.kind)))
     return shown
 
 

@@ -125,7 +125,7 @@ class Transcript(VerticalScroll):
             if widget.has_class("user"):
                 prompt, number = widget.plain, number + 1
             elif widget.turn is not None and number:
-                slides.append(TurnSlide(name, number, prompt, list(widget.pieces), widget.turn))
+                slides.append(TurnSlide(name, number, prompt, widget.drawn_pieces(), widget.turn))
         return slides
 
     def clear(self) -> None:

@@ -30,10 +30,11 @@ from specchat.resources import resource_dir
 from specchat.server.session import ServerSession
 from specchat.trace import read_trace
 
-ARMS = ("draft", "ngram", "other")
-"""The speculative arm beside target-only: the loaded draft model (the default pair's 0.5B in
-the traces), the n-gram drafter, or another draft model (SmolLM2-135M)."""
 OTHER_DRAFT = "smollm2-135m-instruct-q4_1"
+ARM_DRAFTS = {"draft": None, "ngram": DraftChoice(ngram=True),
+              "other": DraftChoice(model=OTHER_DRAFT)}
+"""The speculative arm beside target-only, and the drafter it loads: the loaded draft model
+(None: the default pair's 0.5B in the traces), the n-gram drafter, or another draft model."""
 SHIPPED = {("draft", kind): f"{kind}-0.5b-draft-k3" for kind in ("code", "prose", "short", "domain")}
 SHIPPED |= {("ngram", "edit"): "edit-ngram-k3", ("other", "code"): "code-smollm2-k3"}
 ROWS_FILE = "sampling-rows.json"
@@ -254,18 +255,17 @@ class LiveRecordings(_Cached):
 
     def _race(self, kind: str, arm: str) -> Recording:
         engine, keeper = self.engine, self.keeper
-        drafter = None
-        if arm == "ngram":
-            drafter = keeper.load_drafter(engine, DraftChoice(ngram=True))
-        elif arm == "other":
-            try:
-                resolve_model(OTHER_DRAFT, "draft")
-            except SpecchatError:
-                return self._shipped(kind, arm, f"{OTHER_DRAFT} is not installed here: "
-                                                f"specchat models fetch {OTHER_DRAFT}")
-            drafter = keeper.load_drafter(engine, OTHER_DRAFT)
-        elif not engine.drafter.speculates:
+        drafter, choice = None, ARM_DRAFTS[arm]
+        if choice is None and not engine.drafter.speculates:
             return self._shipped(kind, arm, "the app runs the target alone")
+        if choice is not None and choice.model is not None:
+            try:
+                resolve_model(choice.model, "draft")
+            except SpecchatError:
+                return self._shipped(kind, arm, f"{choice.model} is not installed here: "
+                                                f"specchat models fetch {choice.model}")
+        if choice is not None:
+            drafter = keeper.load_drafter(engine, choice)
         try:
             plain, spec = keeper.race(engine, self.prompts[kind], self.cancel,
                                       drafter=drafter, max_tokens=self.max_tokens)

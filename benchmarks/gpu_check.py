@@ -322,12 +322,12 @@ def file_loader(device: str) -> Callable[[Path], Backend]:
 
 
 def llamacpp_loader(device: str, folder: Path) -> Callable[[Shape], Backend]:
-    from benchmarks.random_models import write_gguf
+    from benchmarks.random_models import write_model
 
     def load(shape: Shape) -> Backend:
         path = folder / f"{shape.name}.gguf"
         if not path.exists():  # benchmarks/gpu_check.sh writes them ahead, during the build
-            write_gguf(path, shape, seed=len(shape.name))
+            write_model(path, shape, seed=len(shape.name))
         return file_loader(device)(path)
 
     return load

@@ -11,6 +11,7 @@ other at chance: they measure costs, never acceptance.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,8 @@ from typing import Any
 import gguf
 import numpy as np
 
-CHATML = (
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
-    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
-    "{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+from specchat.backends.made_up import SPECIALS, Tensor, Vocabulary, write_gguf
+
 MERGES = ("Ġ t", "h e")
 _BLOCK = 1 << 24
 """Bytes of fresh randomness tiled over every tensor (writing GBs must take seconds)."""
@@ -56,17 +53,11 @@ SMALL_TARGET = Shape("small-target-q8_0", 512, 6, 8, 2, 1536, 8192, "Q8_0")
 SMALL_DRAFT = Shape("small-draft-q8_0", 128, 2, 4, 2, 384, 8192, "Q8_0")
 
 
-def vocabulary(n_vocab: int) -> tuple[list[str], list[int]]:
+def vocabulary(n_vocab: int) -> Vocabulary:
     """256 byte tokens (GPT-2's printable stand-ins), two merges, fillers, then the ChatML
     control tokens."""
-    from specchat.backends.hf import bytes_to_unicode
-
-    mapping = bytes_to_unicode()
-    tokens = [mapping[b] for b in range(256)] + [m.replace(" ", "") for m in MERGES]
-    normal = n_vocab - len(SPECIALS)
-    tokens += [f"tok{i}" for i in range(normal - len(tokens))] + list(SPECIALS)
-    types = [int(gguf.TokenType.NORMAL)] * normal + [int(gguf.TokenType.CONTROL)] * len(SPECIALS)
-    return tokens, types
+    fillers = n_vocab - len(SPECIALS) - 256 - len(MERGES)
+    return Vocabulary.byte_level(MERGES, [f"tok{i}" for i in range(fillers)])
 
 
 class _Bytes:
@@ -109,55 +100,49 @@ def _weight(rand: _Bytes, rows: int, cols: int, quant: str) -> tuple[np.ndarray,
     return data.reshape(rows, cols // block * size), qtype
 
 
-def write_gguf(path: Path, shape: Shape, seed: int = 0) -> Path:
+def write_model(path: Path, shape: Shape, seed: int = 0) -> Path:
     """Write `shape` as a qwen2 GGUF with random weights; return the path."""
-    tokens, types = vocabulary(shape.n_vocab)
     e, kv = shape.n_embd, shape.n_embd // shape.n_head * shape.n_head_kv
-    writer = gguf.GGUFWriter(str(path), "qwen2")
-    writer.add_name(shape.name)
-    writer.add_context_length(32768)
-    writer.add_embedding_length(e)
-    writer.add_block_count(shape.n_layer)
-    writer.add_feed_forward_length(shape.n_ff)
-    writer.add_head_count(shape.n_head)
-    writer.add_head_count_kv(shape.n_head_kv)
-    writer.add_layer_norm_rms_eps(1e-6)
-    writer.add_rope_freq_base(1e6)
-    writer.add_file_type({"Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
-                          "F16": gguf.LlamaFileType.MOSTLY_F16}[shape.quant])
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("default")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(list(MERGES))
-    writer.add_bos_token_id(tokens.index("<|endoftext|>"))
-    writer.add_eos_token_id(tokens.index("<|im_end|>"))
-    writer.add_add_bos_token(False)
-    writer.add_chat_template(CHATML)
+
+    def keys(writer: gguf.GGUFWriter) -> None:
+        writer.add_name(shape.name)
+        writer.add_context_length(32768)
+        writer.add_embedding_length(e)
+        writer.add_block_count(shape.n_layer)
+        writer.add_feed_forward_length(shape.n_ff)
+        writer.add_head_count(shape.n_head)
+        writer.add_head_count_kv(shape.n_head_kv)
+        writer.add_layer_norm_rms_eps(1e-6)
+        writer.add_rope_freq_base(1e6)
+        writer.add_file_type({"Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M,
+                              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+                              "F16": gguf.LlamaFileType.MOSTLY_F16}[shape.quant])
+
     rand = _Bytes(seed)
 
-    def weight(name: str, rows: int, cols: int) -> None:
-        data, qtype = _weight(rand, rows, cols, shape.quant)
-        writer.add_tensor(name, data, raw_dtype=qtype)
+    def weight(name: str, rows: int, cols: int) -> Tensor:
+        return (name, *_weight(rand, rows, cols, shape.quant))
 
-    weight("token_embd.weight", shape.n_vocab, e)
-    writer.add_tensor("output_norm.weight", np.ones(e, dtype=np.float32))
-    weight("output.weight", shape.n_vocab, e)
-    for i in range(shape.n_layer):
-        b = f"blk.{i}"
-        writer.add_tensor(f"{b}.attn_norm.weight", np.ones(e, dtype=np.float32))
-        writer.add_tensor(f"{b}.ffn_norm.weight", np.ones(e, dtype=np.float32))
-        for part, rows in (("q", e), ("k", kv), ("v", kv)):
-            weight(f"{b}.attn_{part}.weight", rows, e)
-            writer.add_tensor(f"{b}.attn_{part}.bias", np.zeros(rows, dtype=np.float32))
-        weight(f"{b}.attn_output.weight", e, e)
-        weight(f"{b}.ffn_gate.weight", shape.n_ff, e)
-        weight(f"{b}.ffn_up.weight", shape.n_ff, e)
-        weight(f"{b}.ffn_down.weight", e, shape.n_ff)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    def ones(name: str, n: int) -> Tensor:
+        return name, np.ones(n, dtype=np.float32), None
+
+    def tensors() -> Iterator[Tensor]:
+        yield weight("token_embd.weight", shape.n_vocab, e)
+        yield ones("output_norm.weight", e)
+        yield weight("output.weight", shape.n_vocab, e)
+        for i in range(shape.n_layer):
+            b = f"blk.{i}"
+            yield ones(f"{b}.attn_norm.weight", e)
+            yield ones(f"{b}.ffn_norm.weight", e)
+            for part, rows in (("q", e), ("k", kv), ("v", kv)):
+                yield weight(f"{b}.attn_{part}.weight", rows, e)
+                yield f"{b}.attn_{part}.bias", np.zeros(rows, dtype=np.float32), None
+            yield weight(f"{b}.attn_output.weight", e, e)
+            yield weight(f"{b}.ffn_gate.weight", shape.n_ff, e)
+            yield weight(f"{b}.ffn_up.weight", shape.n_ff, e)
+            yield weight(f"{b}.ffn_down.weight", e, shape.n_ff)
+
+    write_gguf(path, "qwen2", keys, vocabulary(shape.n_vocab), tensors())
     return path
 
 
@@ -182,7 +167,7 @@ def main() -> int:
     args.folder.mkdir(parents=True, exist_ok=True)
     for shape in (SMALL_TARGET, SMALL_DRAFT) if args.small else (QWEN_7B, QWEN_05B):
         part = args.folder / f"{shape.name}.gguf.partial"
-        write_gguf(part, shape, seed=len(shape.name))
+        write_model(part, shape, seed=len(shape.name))
         part.rename(args.folder / f"{shape.name}.gguf")
         print(f"wrote {shape.name} ({shape.params / 1e9:.2f}B parameters)", flush=True)
     return 0

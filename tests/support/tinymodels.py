@@ -14,21 +14,9 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from specchat.backends.hf import bytes_to_unicode
+from specchat.backends.made_up import SPECIALS, Vocabulary, byte_tokens, write_gguf
 
-CHATML = (
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
-    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
-    "{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
 MERGES = ["Ġ t", "h e", "Ġt he", "Ġ a", "i n", "e r"]
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-
-
-def byte_tokens() -> list[str]:
-    """GPT-2's printable stand-in for each byte, in byte order."""
-    mapping = bytes_to_unicode()
-    return [mapping[b] for b in range(256)]
 
 
 @dataclass
@@ -52,7 +40,7 @@ class TinySpec:
     noise: float = 0.0
 
 
-def vocabulary(spec: TinySpec) -> tuple[list[str], list[int]]:
+def vocabulary(spec: TinySpec) -> Vocabulary:
     tokens = byte_tokens() + [m.replace(" ", "") for m in MERGES]
     types = [gguf.TokenType.NORMAL] * len(tokens)
     tokens += SPECIALS
@@ -63,7 +51,8 @@ def vocabulary(spec: TinySpec) -> tuple[list[str], list[int]]:
     if spec.swap_tokens:
         a, b = spec.swap_tokens
         tokens[a], tokens[b] = tokens[b], tokens[a]
-    return tokens, [int(t) for t in types]
+    return Vocabulary(tokens, [int(t) for t in types], MERGES, spec.tokenizer_model,
+                      spec.eos_name, spec.add_bos)
 
 
 def weights(spec: TinySpec, n_vocab: int) -> dict[str, np.ndarray]:
@@ -101,71 +90,49 @@ def weights(spec: TinySpec, n_vocab: int) -> dict[str, np.ndarray]:
 
 def write_tiny_gguf(path: Path, spec: TinySpec) -> dict[str, np.ndarray]:
     """Write the model; return its weights so a draft can be derived from them."""
-    tokens, types = vocabulary(spec)
-    w = weights(spec, len(tokens))
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_name(path.stem)
-    writer.add_context_length(spec.n_ctx)
-    writer.add_embedding_length(spec.n_embd)
-    writer.add_block_count(spec.n_layer)
-    writer.add_feed_forward_length(spec.n_ff)
-    writer.add_head_count(spec.n_head)
-    writer.add_head_count_kv(spec.n_head)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_rope_dimension_count(spec.n_embd // spec.n_head)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_tokenizer_model(spec.tokenizer_model)
-    writer.add_tokenizer_pre("default")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    if spec.tokenizer_model == "gpt2":
-        writer.add_token_merges(MERGES)
-    else:
-        writer.add_token_scores([0.0] * len(tokens))
-    writer.add_bos_token_id(tokens.index("<|endoftext|>"))
-    writer.add_eos_token_id(tokens.index(spec.eos_name))
-    writer.add_add_bos_token(spec.add_bos)
-    writer.add_chat_template(CHATML)
-    for name, arr in w.items():
-        writer.add_tensor(name, arr)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    vocab = vocabulary(spec)
+    w = weights(spec, len(vocab.tokens))
+
+    def keys(writer: gguf.GGUFWriter) -> None:
+        writer.add_name(path.stem)
+        writer.add_context_length(spec.n_ctx)
+        writer.add_embedding_length(spec.n_embd)
+        writer.add_block_count(spec.n_layer)
+        writer.add_feed_forward_length(spec.n_ff)
+        writer.add_head_count(spec.n_head)
+        writer.add_head_count_kv(spec.n_head)
+        writer.add_layer_norm_rms_eps(1e-5)
+        writer.add_rope_dimension_count(spec.n_embd // spec.n_head)
+        writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+
+    write_gguf(path, "llama", keys, vocab, [(name, arr, None) for name, arr in w.items()])
     return w
 
 
 def write_tiny_mamba(path: Path, seed: int = 0) -> None:
     """A 1-layer Mamba (a recurrent model: its memory cannot drop part of a sequence)."""
     spec = TinySpec(seed=seed)
-    tokens, types = vocabulary(spec)
+    vocab = vocabulary(spec)
     rng = np.random.default_rng(seed)
-    e, inner, state, rank, conv, v = 32, 64, 8, 4, 4, len(tokens)
+    e, inner, state, rank, conv, v = 32, 64, 8, 4, 4, len(vocab.tokens)
 
     def mat(*shape: int, scale: float = 0.2) -> np.ndarray:
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
-    writer = gguf.GGUFWriter(str(path), "mamba")
-    writer.add_name(path.stem)
-    writer.add_context_length(spec.n_ctx)
-    writer.add_embedding_length(e)
-    writer.add_block_count(1)
-    writer.add_feed_forward_length(0)
-    writer.add_head_count(0)
-    writer.add_ssm_conv_kernel(conv)
-    writer.add_ssm_inner_size(inner)
-    writer.add_ssm_state_size(state)
-    writer.add_ssm_time_step_rank(rank)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("default")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(MERGES)
-    writer.add_bos_token_id(tokens.index("<|endoftext|>"))
-    writer.add_eos_token_id(tokens.index("<|im_end|>"))
-    writer.add_add_bos_token(False)
+    def keys(writer: gguf.GGUFWriter) -> None:
+        writer.add_name(path.stem)
+        writer.add_context_length(spec.n_ctx)
+        writer.add_embedding_length(e)
+        writer.add_block_count(1)
+        writer.add_feed_forward_length(0)
+        writer.add_head_count(0)
+        writer.add_ssm_conv_kernel(conv)
+        writer.add_ssm_inner_size(inner)
+        writer.add_ssm_state_size(state)
+        writer.add_ssm_time_step_rank(rank)
+        writer.add_layer_norm_rms_eps(1e-5)
+        writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+
     tensors = {
         "token_embd.weight": mat(v, e, scale=1.0),
         "output_norm.weight": np.ones(e, dtype=np.float32),
@@ -181,9 +148,6 @@ def write_tiny_mamba(path: Path, seed: int = 0) -> None:
         "blk.0.ssm_d": np.ones(inner, dtype=np.float32),
         "blk.0.ssm_out.weight": mat(e, inner),
     }
-    for name, arr in tensors.items():
-        writer.add_tensor(name, arr.astype(np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_gguf(path, "mamba", keys, vocab,
+               [(name, arr.astype(np.float32), None) for name, arr in tensors.items()],
+               chat_template=None)

@@ -68,7 +68,7 @@ export PYTHONPATH="$site:$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
 run "Python as specchat"                  timeout 30 "$py" -c "$load" "$small" 999
 run "Python, llama.cpp logging to stderr" SPECCHAT_LLAMA_LOG=1 timeout 30 "$py" -c "$load" "$small" 999
 run "Python, the model thread adopted (main thread)" timeout 30 "$py" -c "from specchat import model_thread; model_thread.adopt(); $load" "$small" 999
-run "Python, a GGUF written in this process first" timeout 30 "$py" -c "from pathlib import Path; from benchmarks.random_models import write_gguf, SMALL_DRAFT; write_gguf(Path('$work/w.gguf'), SMALL_DRAFT); $load" "$work/w.gguf" 999
+run "Python, a GGUF written in this process first" timeout 30 "$py" -c "from pathlib import Path; from benchmarks.random_models import write_model, SMALL_DRAFT; write_model(Path('$work/w.gguf'), SMALL_DRAFT); $load" "$work/w.gguf" 999
 [ -n "$big" ] && run "Python, the 7B-shaped target as the check loads it (n_ctx 4096)" timeout 60 "$py" -c "$load" "$big" 999 4096
 run "Python, torch imported first (no CUDA use)" timeout 45 "$py" -c "import torch; $load" "$small" 999
 run "Python, torch's CUDA first"          timeout 45 "$py" -c "import torch; torch.zeros(1, device='cuda'); $load" "$small" 999

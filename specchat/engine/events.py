@@ -203,30 +203,28 @@ class TurnEvent:
     @property
     def acceptance_rate(self) -> float | None:
         """n_accepted / n_drafted; None when nothing was drafted."""
-        return self.n_accepted / self.n_drafted if self.n_drafted else None
+        return share(self.n_accepted, self.n_drafted)
 
     @property
     def mean_accepted_length(self) -> float | None:
         """Mean tokens a drafting round added (accepted drafts + the correction or bonus)."""
-        return self.spec_emitted / self.spec_rounds if self.spec_rounds else None
+        return share(self.spec_emitted, self.spec_rounds)
 
     @property
     def accepted_by_position(self) -> list[float]:
         """Acceptance rate of the i-th draft position over the rounds that drafted that far."""
-        return [a / d for a, d in zip(self.accepted_at, self.drafted_at)]
+        return position_rates(self.accepted_at, self.drafted_at)
 
     @property
     def tokens_per_second(self) -> float | None:
         """Decode rate: tokens after the first, over the time after the first token (like
         llama-bench's tg); None for fewer than two tokens."""
-        if self.decode_tokens < 1 or self.decode_s <= 0:
-            return None
-        return self.decode_tokens / self.decode_s
+        return decode_rate(self.decode_tokens, self.decode_s)
 
     @property
     def predicted_tokens_per_second(self) -> float | None:
         """The cost model's rate for the rounds after the first, beside `tokens_per_second`."""
-        return self.expected_tokens / self.expected_s if self.expected_s > 0 else None
+        return share(self.expected_tokens, self.expected_s)
 
     @property
     def speedup(self) -> float | None:
@@ -238,6 +236,20 @@ class TurnEvent:
         """The counts, and the rates derived from them for whoever reads the line (a trace's
         reader derives them again and ignores these)."""
         return asdict(self) | {name: getattr(self, name) for name in DERIVED}
+
+
+def share(part: float, whole: float) -> float | None:
+    """part / whole; None where there is nothing to divide by."""
+    return part / whole if whole > 0 else None
+
+
+def decode_rate(tokens_after_first: int, seconds: float) -> float | None:
+    """Tokens a second after the first token; None for fewer than two tokens."""
+    return tokens_after_first / seconds if tokens_after_first >= 1 and seconds > 0 else None
+
+
+def position_rates(accepted_at: list[int], drafted_at: list[int]) -> list[float]:
+    return [a / d for a, d in zip(accepted_at, drafted_at)]
 
 
 DERIVED = ("acceptance_rate", "mean_accepted_length", "accepted_by_position", "tokens_per_second",

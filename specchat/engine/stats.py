@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from specchat.engine.events import ContextEvent, RoundEvent, StopReason, TurnEvent
+from specchat.engine.events import (
+    ContextEvent,
+    RoundEvent,
+    StopReason,
+    TurnEvent,
+    decode_rate,
+    position_rates,
+    share,
+)
 from specchat.numbers import mean, percentile
 
 
@@ -92,16 +100,16 @@ class TurnStats:
 
     @property
     def acceptance(self) -> float | None:
-        return self.accepted / self.drafted if self.drafted else None
+        return share(self.accepted, self.drafted)
 
     @property
     def mean_accepted_length(self) -> float | None:
-        return self.spec_emitted / self.spec_rounds if self.spec_rounds else None
+        return share(self.spec_emitted, self.spec_rounds)
 
     @property
     def verified_per_round(self) -> float | None:
         """Draft tokens the target verified a drafting round: the chain's and its branches'."""
-        return (self.drafted + self.branch_nodes) / self.spec_rounds if self.spec_rounds else None
+        return share(self.drafted + self.branch_nodes, self.spec_rounds)
 
     @property
     def decode_s(self) -> float:
@@ -111,13 +119,11 @@ class TurnStats:
 
     @property
     def tokens_per_second(self) -> float | None:
-        if self.tokens < 2 or self.decode_s <= 0:
-            return None
-        return (self.tokens - 1) / self.decode_s
+        return decode_rate(self.tokens - 1, self.decode_s)
 
     @property
     def predicted_tokens_per_second(self) -> float | None:
-        return self.expected_tokens / self.expected_s if self.expected_s > 0 else None
+        return share(self.expected_tokens, self.expected_s)
 
     @property
     def itl_mean(self) -> float | None:
@@ -129,7 +135,7 @@ class TurnStats:
 
     @property
     def by_position(self) -> list[float]:
-        return [a / d for a, d in zip(self.accepted_at, self.drafted_at)]
+        return position_rates(self.accepted_at, self.drafted_at)
 
     def counts(self) -> dict[str, Any]:
         """What the TurnEvent's rates are derived from (a version-1 trace's turn gets them

@@ -105,6 +105,12 @@ def fewer_threads(turn: TurnEvent) -> bool:
     return turn.threads is not None and turn.threads < default_threads()
 
 
+def drafting_words(turn: TurnEvent) -> str:
+    """Where the policy stopped drafting in the reply (and went on again), and why, for a
+    status line; empty where it never stopped."""
+    return f" · drafting {turn.drafting_note}" if turn.drafting_note else ""
+
+
 def slower_why(turn: TurnEvent) -> str:
     """One line of why a reply was slower than the target alone, from what the turn measured:
     the draft's catch-ups on tokens it sat out, in target steps, where they took half of what
@@ -151,7 +157,9 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
     if turn.predicted_tokens_per_second is not None:
         parts.append(f"predicted {turn.predicted_tokens_per_second:.1f} tok/s")
     if turn.declined_rounds:
-        parts.append(f"{turn.declined_rounds} rounds target-only (drafting would not pay)")
+        note = (f": drafting {turn.drafting_note}" if turn.drafting_note
+                else " (drafting would not pay)")
+        parts.append(f"{turn.declined_rounds} rounds target-only{note}")
     if turn.catchup_tokens:
         parts.append(f"draft catch-up {turn.catchup_tokens} tokens in "
                      f"{turn.catchup_s * 1000:.0f} ms (the prompt, rounds it sat out)")

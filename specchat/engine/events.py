@@ -85,6 +85,8 @@ class RoundEvent:
     """The draft source (drafter, or n-gram match length) that proposed this round's draft."""
     declined: bool = False
     """The adaptive policy drafted nothing because no draft length was expected to pay."""
+    why: str = ""
+    """Why it declined, from what it measured here (declined rounds only)."""
     expected_tokens: float | None = None
     """The cost model's expected tokens for this round, before it was verified (None in the
     first round of a turn, which evaluates the prompt)."""
@@ -187,6 +189,9 @@ class TurnEvent:
     """Seconds of decode_s those catch-up passes took: what a draft that sat out rounds (or
     the prompt) cost before it drafted again."""
     # -- diagnostics
+    drafting_note: str = ""
+    """When the policy stopped drafting in the reply and went on again, and why it last
+    stopped, from what it measured (empty: it never stopped)."""
     others_cpu: float | None = None
     """The share of this machine's CPU time other programs used during the turn (its baseline
     steps included): above 0.2 its timings are unreliable. None where not measured (not Linux,

@@ -87,11 +87,12 @@ def play(m: RoundModels, round_no: int, committed: list[int], reply: CommittedRe
     seen = Seen(outcome.chain_accepted, outcome.branch, t1 - t0, t2 - t1, done.batch,
                 done.confidence)
     expected = m.policy.observe(draft, seen, predict=round_no > 0)
+    declined = plan.declined and not draft.tokens
     return done.events, RoundEvent(
         round=round_no, k=plan.asked, drafted=len(draft),
         accepted=len(outcome.stood), draft_s=t1 - t0, verify_s=t2 - t1,
         emitted=len(reply.ids) - before, t_s=t2 - t_start, source=draft.source,
-        declined=plan.declined and not draft.tokens, expected_tokens=expected.tokens,
+        declined=declined, why=plan.why if declined else "", expected_tokens=expected.tokens,
         expected_s=expected.seconds, draft_pieces=draft.own_pieces,
         target_conf=expected.target_conf, catchup_tokens=draft.caught_up,
         catchup_s=draft.cost.catchup_s if draft.caught_up else 0.0,

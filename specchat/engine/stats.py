@@ -58,6 +58,9 @@ class TurnStats:
     wall time, not in its decode rate (like the prompt's evaluation before the first token)."""
     catchup_tokens: int = 0
     catchup_s: float = 0.0
+    turns: list[tuple[int, str]] = field(default_factory=list)
+    """Where drafting stopped or went on again in the reply: (tokens written by then, why it
+    stopped; empty where it went on)."""
 
     def add_context(self, event: ContextEvent) -> None:
         """Count a shift mid-reply (turns left out before the reply cost no decode time)."""
@@ -72,6 +75,11 @@ class TurnStats:
         self.accepted += r.accepted
         self.k = r.k
         self.declined += r.declined
+        drafting = not self.turns or not self.turns[-1][1]
+        if r.declined and drafting:
+            self.turns.append((self.tokens, r.why or "drafting would not pay"))
+        elif r.drafted and not drafting:
+            self.turns.append((self.tokens, ""))
         self.catchup_tokens += r.catchup_tokens
         self.catchup_s += r.catchup_s
         if r.expected_tokens is not None and r.expected_s is not None:
@@ -124,6 +132,16 @@ class TurnStats:
     @property
     def predicted_tokens_per_second(self) -> float | None:
         return share(self.expected_tokens, self.expected_s)
+
+    @property
+    def drafting_note(self) -> str:
+        """When drafting stopped and went on again in the reply, and why it last stopped."""
+        if not self.turns:
+            return ""
+        moves = ", ".join(f"{'stopped' if why else 'resumed'} at token {at}"
+                          for at, why in self.turns[-3:])
+        why = next(why for _, why in reversed(self.turns) if why)
+        return f"{moves}: {why}"
 
     @property
     def itl_mean(self) -> float | None:
@@ -186,6 +204,7 @@ class TurnStats:
             speedup_high=high,
             catchup_tokens=self.catchup_tokens,
             catchup_s=self.catchup_s,
+            drafting_note=self.drafting_note,
         )
 
 

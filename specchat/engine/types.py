@@ -132,6 +132,8 @@ class Plan(Protocol):
 
     declined: bool
     """The policy chose not to draft this round although the drafter could have."""
+    why: str
+    """Why it declined, from what it measured (empty where it drafts)."""
     asked: int
     """The draft length the plan last allowed (the k of the round)."""
     @property

@@ -496,3 +496,23 @@ def test_a_long_replys_baseline_steps_spread_over_its_depths():
 
     assert steps_of(200) == [34, 58, 106, 202]
     assert steps_of(30) == [16, 22, 34, 40]
+
+
+def test_each_round_the_adaptive_policy_declines_says_why_and_the_turn_sums_it_up(models):
+    """On the tiny pair a plain step is cheaper than any draft, so the adaptive policy
+    declines: each declined round carries its reason, and the turn says where drafting stopped
+    and why; a round that drafts carries none."""
+    target, draft = models
+    engine = SpeculativeEngine(target, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
+                               GREEDY, DraftSettings(k=8, adaptive=True))
+    events = list(engine.generate(prompt_ids(target, "hello world"),
+                                  GenerationSettings(max_tokens=40)))
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    declined = [r for r in rounds if r.declined]
+    assert declined and all(r.why for r in declined)
+    assert all(not r.why for r in rounds if not r.declined)
+    last_drafted = max((r.round for r in rounds if r.drafted), default=-1)
+    stop = next(r for r in declined if r.round > last_drafted)  # where the last stretch began
+    turn = turn_of(events)
+    assert turn.drafting_note.startswith("stopped at token") and turn.drafting_note.endswith(
+        ": " + stop.why)

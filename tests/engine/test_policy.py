@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -60,6 +61,9 @@ def test_adaptive_declines_when_no_length_pays_and_says_so():
     plans = [policy.plan(cap=100) for _ in range(40)]
     ks = [p.k("ngram/8+", False) for p in plans]
     assert all(p.declined for p, k in zip(plans, ks) if k == 0) and ks.count(0) >= 37
+    # it says why, from the rates it compared (a plain step of 80 ms: 12.5 tok/s)
+    why = next(p.why for p, k in zip(plans, ks) if k == 0)
+    assert "draft was expected at" in why and "plain steps 12.5" in why
     # where a perfect draft could not pay either, it never probes
     hopeless = AdaptivePolicy(8, machine({n: 100 * n for n in range(1, 10)}, pass_ms=50,
                                          source="draft-model", accept=0.5))
@@ -82,6 +86,8 @@ def test_a_source_whose_rounds_brought_less_than_plain_steps_is_declined():
                             cost=DraftCost(behind=1, catchup_s=1.0)), 3, 1.0, 0.1, 4, [0.75] * 4)
     plan = policy.plan(cap=100)
     assert plan.k("draft-model", True, behind=1) == 0 and plan.declined
+    brought, plain = map(float, re.findall(r"[\d.]+(?= tok/s|$)", plan.why))
+    assert plan.why.startswith("its drafts here brought") and brought < plain
     target_steps(costs, [0.995] * 12)
     assert policy.plan(cap=100).k("draft-model", True, behind=1) > 0
 
@@ -526,3 +532,23 @@ def test_each_part_of_the_cost_model_lives_as_long_as_it_should():
     assert costs.acceptance.by_position["m"][0].n == PRIOR_WEIGHT
     assert max(rate.n for rate in costs.acceptance.by_target_conf[bins_at]) == calibrated
     assert costs.machine.verify == machine
+
+
+def test_the_turn_says_where_drafting_stopped_and_went_on_and_why():
+    """Rounds that declined after drafting ones stop drafting, a round that drafts after them
+    resumes it; the note names the tokens written by then and the last reason given."""
+    from specchat.engine.events import RoundEvent
+    from specchat.engine.stats import TurnStats
+
+    def round_(i: int, drafted: int, declined: bool = False, why: str = "") -> RoundEvent:
+        return RoundEvent(i, 3, drafted, drafted, 0.0, 0.01, drafted + 1, 0.01 * i,
+                          declined=declined, why=why)
+
+    stats = TurnStats()
+    for r in [round_(0, 0), round_(1, 3), round_(2, 0, True, "slow"), round_(3, 0, True, "slow"),
+              round_(4, 2), round_(5, 0, True, "slower")]:
+        stats.add_round(r)
+    assert stats.turns == [(5, "slow"), (7, ""), (10, "slower")]
+    assert stats.drafting_note == ("stopped at token 5, resumed at token 7, stopped at token "
+                                   "10: slower")
+    assert TurnStats().drafting_note == ""

@@ -58,6 +58,7 @@ class _AdaptivePlan(PricedPlan):
         tokens faster than this."""
         self.gain = 1.0
         self.declined = False
+        self.why = ""
         self.probing = False
         """This round is a probe: it keeps every token it drafts, to measure acceptance."""
         self.asked = 0
@@ -108,6 +109,17 @@ class _AdaptivePlan(PricedPlan):
         lost = seen is not None and seen.n >= REALIZED_MIN and seen.rate < plain
         if (not cap or lost or guess is None
                 or not self._pays(rates[best_len - 1], plain, catchup_s)):
+            if lost and seen is not None:
+                self.why = (f"its drafts here brought {seen.rate:.1f} tok/s, plain steps "
+                            f"{plain:.1f}")
+            elif guess is None:
+                self.why = "the text did not look predictable enough to catch the draft up"
+            elif cap:
+                catchup = (f", after a {catchup_s * 1000:.0f} ms catch-up"
+                           if catchup_s >= 0.0005 else "")
+                self.why = (f"a {best_len}-token draft was expected at "
+                            f"{rates[best_len - 1]:.1f} tok/s{catchup}, plain steps "
+                            f"{plain:.1f}")
             return self._decline(source, uses_passes, steady, catchup_s, plain)
         self.probes.paid()
         self.rate = rates[best_len - 1]

@@ -17,6 +17,7 @@ class _FixedPlan(PricedPlan):
     costs: CostModel
     branching: Branching | None = None
     declined: bool = False
+    why: str = ""
     asked: int = 0
 
     def k(self, source: str, uses_passes: bool, behind: int = 0) -> int:

@@ -41,7 +41,7 @@ from specchat.ui.screens.race_screen import RaceScreen
 from specchat.ui.slides import TurnSlide
 from specchat.ui.widgets.prompt_input import PromptInput
 from specchat.ui.widgets.transcript import Transcript
-from specchat.wording import context_note, slower_why
+from specchat.wording import context_note, drafting_words, slower_why
 
 
 def redraw_every_s(cores: int | None) -> float:
@@ -202,7 +202,7 @@ class ChatScreen(Screen):
             elif isinstance(event, TurnEvent):
                 self.set_status(f"[b]{self.history.problem}[/]" if self.history.problem else
                                 f"{event.n_tokens} tokens · stop: {event.stop_reason}"
-                                + slower_why(event))
+                                + slower_why(event) + drafting_words(event))
 
     def redraw(self) -> None:
         self.view.redraw(self.draft_name if self.busy else None)

@@ -59,7 +59,8 @@ class StatsPanel(Static):
             f"inter-token mean  {fmt(stats.itl_mean and stats.itl_mean * 1000, '.0f', ' ms')}",
             f"inter-token p95   {fmt(stats.itl_p95 and stats.itl_p95 * 1000, '.0f', ' ms')}",
             f"draft length k    {stats.k}  (this round)",
-            f"undrafted rounds  {stats.declined}  (would not pay)",
+            f"undrafted rounds  {stats.declined}  (would not pay)"
+            + (f"\n  drafting {stats.drafting_note}" if stats.drafting_note else ""),
             f"draft catch-up    {stats.catchup_tokens} tokens, {stats.catchup_s * 1000:.0f} ms",
             f"target passes     {passes}  (saved {saved})",
             f"speedup           {fmt(speedup, '.2f', 'x')}  (F7: why)" + interval,

@@ -183,7 +183,7 @@ def _calibrate(target: Backend, drafters: dict[DraftChoice, Drafter], prompts: S
     runner = BenchRunner(target, drafters | {DraftChoice(): NoDrafter()},
                          [BenchArm(DraftChoice())] + [arm for arm, _ in plan], tokens,
                          prepare=lambda engine: setattr(engine.policy.costs.machine, "shape",
-                                                        shape), baseline_steps=0)
+                                                        shape), baseline_steps=0, warm=False)
     runs: list[list[Run]] = [[] for _ in range(len(plan) + 1)]
     for prompt in prompts:
         for i, run in enumerate(runner.run(prompt)):

@@ -195,9 +195,10 @@ class BenchRunner:
                  arms: Sequence[Arm], max_tokens: int | None = None,
                  remote: Mapping[str, Remote] | None = None,
                  prepare: Callable[[SpeculativeEngine], None] | None = None,
-                 baseline_steps: int = BASELINE_STEPS) -> None:
+                 baseline_steps: int = BASELINE_STEPS, warm: bool = True) -> None:
         """`prepare` is given each engine before its warm-up (tune hands the policy the verify
-        curve it timed); `baseline_steps` each turn times for its own speedup."""
+        curve it timed); `baseline_steps` each turn times for its own speedup; `warm`: a short
+        turn of each engine first (tune's models are paged in by its timings already)."""
         self.target, self.max_tokens, self.baseline_steps = target, max_tokens, baseline_steps
         self.remote = dict(remote or {})
         greedy = SamplingParams()
@@ -209,7 +210,8 @@ class BenchRunner:
             if prepare is not None:
                 prepare(engine)
             fresh(engine)
-            warm_up(engine, 4)
+            if warm:
+                warm_up(engine, 4)
 
     def prompt_ids(self, prompt: Prompt) -> list[int]:
         return user_turn(self.target, prompt.text)

@@ -28,6 +28,7 @@ from specchat.bench.runner import Arm, BenchRunner, load_prompts
 from specchat.engine import policy as tree_policy
 from specchat.engine.loop import DraftSettings
 from specchat.engine.sampling import SamplingParams
+from specchat.engine.types import Draft
 from specchat.loading import load_drafter, load_target
 
 K_MAX = 8
@@ -54,10 +55,26 @@ def policy_at(revision: str) -> ModuleType:
         module.CostModel.writing = lambda self, kind: None
     # a single-file CostModel holds what the engine reads of the package's parts itself
     module.CostModel.machine = module.CostModel.reply = property(lambda self: self)
-    observe = module.CostModel.observe  # and drafted no trees
-    module.CostModel.observe = lambda self, *args, branch_stood=None: observe(self, *args)
+    observe, expect = module.CostModel.observe, module.CostModel.expect  # and drafted no trees
+    module.CostModel.observe = (lambda self, draft, *args, branch_stood=None:
+                                observe(self, _DraftAsThen(draft), *args))
+    module.CostModel.expect = lambda self, draft: expect(self, _DraftAsThen(draft))
     _reached_as_today(module.AdaptivePolicy)
     return module
+
+
+class _DraftAsThen:
+    """A Draft as a revision before DraftCost read it: the cost's fields on the draft."""
+
+    def __init__(self, draft: Draft) -> None:
+        self.draft = draft
+
+    def __getattr__(self, name: str) -> object:
+        cost = self.draft.cost
+        return getattr(cost if hasattr(cost, name) else self.draft, name)
+
+    def __len__(self) -> int:
+        return len(self.draft)
 
 
 def _reached_as_today(cls: type) -> None:
@@ -70,6 +87,7 @@ def _reached_as_today(cls: type) -> None:
             self.costs.writing(writing)
         made = plan(self, cap)
         made.batch_for = getattr(self.costs, "batch_for", lambda n: n)
+        made.why = getattr(made, "why", "")  # it gave no reasons
         return made
 
     cls.plan = plan_writing

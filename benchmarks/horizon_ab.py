@@ -14,6 +14,7 @@ import numpy as np
 from benchmarks import arguments
 from benchmarks.policy_ab import K_MAX, report, side_by_side
 from specchat.bench.runner import Arm, BenchRunner, load_prompts
+from specchat.choices import DraftChoice
 from specchat.engine.loop import DraftSettings
 from specchat.engine.policy.reply import ReplyLengths
 from specchat.engine.sampling import SamplingParams
@@ -34,7 +35,7 @@ def main() -> None:
     drafters = {name: load_drafter(name, target, SamplingParams(), np.random.default_rng(0),
                                    options) for name in ("none", options.draft)}
     adaptive = DraftSettings(k=K_MAX, adaptive=True)
-    runner = BenchRunner(target, drafters, [Arm("none")] + [Arm(options.draft, adaptive)] * 2)
+    runner = BenchRunner(target, drafters, [Arm(DraftChoice())] + [Arm(DraftChoice.parse(options.draft), adaptive)] * 2)
     arms = dict(zip(["none", "32 tokens", "reply lengths"], runner.engines))
     arms["32 tokens"][1].policy.costs.lengths = Unlearned()
     prompts = load_prompts(args.prompts, arguments.categories(args))

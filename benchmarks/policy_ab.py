@@ -20,11 +20,13 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from benchmarks import arguments
 from specchat.bench.runner import Arm, BenchRunner, load_prompts
+from specchat.choices import DraftChoice
 from specchat.engine import policy as tree_policy
 from specchat.engine.loop import DraftSettings
 from specchat.engine.sampling import SamplingParams
@@ -77,7 +79,7 @@ class _DraftAsThen:
         return len(self.draft)
 
 
-def _reached_as_today(cls: type) -> None:
+def _reached_as_today(cls: Any) -> None:
     """The loop reaches a policy through `plan(cap, writing=...)`, the plan's `batch_for` and
     `observe` (specchat/engine/policy/base.py): give the revision's policy the same."""
     plan = cls.plan
@@ -103,8 +105,8 @@ def main() -> None:
     drafters = {name: load_drafter(name, target, SamplingParams(), np.random.default_rng(0),
                                    options) for name in ("none", options.draft)}
     adaptive = DraftSettings(k=K_MAX, adaptive=True)
-    runner = BenchRunner(target, drafters, [Arm("none"), Arm(options.draft, adaptive),
-                                            Arm(options.draft, adaptive)])
+    runner = BenchRunner(target, drafters, [Arm(DraftChoice()), Arm(DraftChoice.parse(options.draft), adaptive),
+                                            Arm(DraftChoice.parse(options.draft), adaptive)])
     modules = {args.against: policy_at(args.against), "tree": tree_policy}
     arms = {"none": runner.engines[0]}
     for (arm, engine), (name, module) in zip(runner.engines[1:], modules.items()):

@@ -65,8 +65,8 @@ def main() -> int:
     ks, n_maxes = [int(k) for k in args.k.split(",")], [int(n) for n in args.n_max.split(",")]
     target = load_target(options.target, options)
     rng = np.random.default_rng(0)
-    arms = ([Arm("none")] + [Arm("default", DraftSettings(k=k)) for k in ks]
-            + [Arm(d, DraftSettings(k=8, adaptive=True)) for d in ("ngram", "ngram+default")])
+    arms = ([Arm(DraftChoice())] + [Arm(DraftChoice(model="default"), DraftSettings(k=k)) for k in ks]
+            + [Arm(DraftChoice.parse(d), DraftSettings(k=8, adaptive=True)) for d in ("ngram", "ngram+default")])
     drafters = {spec: load_drafter(spec, target, SamplingParams(), rng, options)
                 for spec in dict.fromkeys(a.drafter for a in arms)}
     runner = BenchRunner(target, drafters, arms)

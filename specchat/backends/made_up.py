@@ -2,7 +2,7 @@
 vocabulary (GPT-2's printable stand-in for each byte, a few merges, the ChatML control tokens)
 and whatever weights the caller makes. One writer for the test suite's tiny models
 (tests/support/tinymodels.py) and the GPU check's random ones of a real model's shape
-(benchmarks/random_models.py)."""
+(benchmarks/gpu/models.py)."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ from specchat.engine.model_drafter import ModelDrafter  # noqa: E402
 from specchat.engine.policy import TreeSettings  # noqa: E402
 
 ON = {"device": os.environ.get("SPECCHAT_TEST_DEVICE") or None, "dtype": "float32"}
-"""Where these tests run (benchmarks/gpu_check.sh sets cuda); float32 there too, since they compare
+"""Where these tests run (benchmarks/gpu/check.sh sets cuda); float32 there too, since they compare
 logits with llama.cpp's."""
 
 

@@ -1,6 +1,7 @@
-"""benchmarks/gpu_check.sh in its CPU mode (--cpu --small), so the GPU check cannot rot where no GPU
-is: the same steps (tests of both backends, the verify curve, draft pass, the engine's rounds at
-each k, the prediction) on CPU-sized random-weight models, and the report's documented form."""
+"""benchmarks/gpu/check.sh in its CPU mode (--cpu --small), called through benchmarks/gpu_check.sh
+(the entry a device session calls), so the GPU check cannot rot where no GPU is: the same steps
+(tests of both backends, the verify curve, draft pass, the engine's rounds at each k, the
+prediction) on CPU-sized random-weight models, and the report's documented form."""
 
 from __future__ import annotations
 

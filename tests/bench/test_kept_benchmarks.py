@@ -44,8 +44,7 @@ KEPT = {  # module -> (its arguments, a line its output must have)
 
 
 def test_every_benchmark_left_is_kept_here_or_is_a_helper():
-    helpers = {"__init__", "arguments", "tools", "llama_params", "load_on_gpu", "gpu_check",
-               "random_models", "policy_replay"}
+    helpers = {"__init__", "arguments", "tools", "llama_params", "policy_replay"}
     modules = {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
     assert modules - helpers == set(KEPT)
 

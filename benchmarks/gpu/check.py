@@ -1,5 +1,5 @@
 """What speculation costs and buys on this machine's accelerator: the measurements and the report
-of benchmarks/gpu_check.sh (a benchmark, not a test).
+of benchmarks/gpu/check.sh (a benchmark, not a test).
 
 On random-weight models of a real pair's shape (Qwen2.5-7B at Q4_K as target, 0.5B at Q8_0 as
 draft; `--small`: a CPU-sized pair), for each backend (llama.cpp, transformers):
@@ -20,7 +20,7 @@ draft; `--small`: a CPU-sized pair), for each backend (llama.cpp, transformers):
 Weights do not change any of these times; acceptance is the one number random weights cannot
 give, hence the measured CPU rates.
 
-    python -m benchmarks.gpu_check --out DIR [--device cuda|cpu] [--small] [--tools DIR]
+    python -m benchmarks.gpu.check --out DIR [--device cuda|cpu] [--small] [--tools DIR]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.random_models import QWEN_05B, QWEN_7B, SMALL_DRAFT, SMALL_TARGET, Shape
+from benchmarks.gpu.models import QWEN_05B, QWEN_7B, SMALL_DRAFT, SMALL_TARGET, Shape
 from specchat import timing
 from specchat.costs import Costs, speedup
 from specchat.engine.backend import Backend
@@ -322,11 +322,11 @@ def file_loader(device: str) -> Callable[[Path], Backend]:
 
 
 def llamacpp_loader(device: str, folder: Path) -> Callable[[Shape], Backend]:
-    from benchmarks.random_models import write_model
+    from benchmarks.gpu.models import write_model
 
     def load(shape: Shape) -> Backend:
         path = folder / f"{shape.name}.gguf"
-        if not path.exists():  # benchmarks/gpu_check.sh writes them ahead, during the build
+        if not path.exists():  # benchmarks/gpu/check.sh writes them ahead, during the build
             write_model(path, shape, seed=len(shape.name))
         return file_loader(device)(path)
 
@@ -337,7 +337,7 @@ def transformers_loader(device: str, dtype: str) -> Callable[[Shape], Backend]:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from benchmarks.random_models import hf_config
+    from benchmarks.gpu.models import hf_config
     from specchat.backends.hf import TransformersBackend
 
     def load(shape: Shape) -> Backend:

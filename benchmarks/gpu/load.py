@@ -1,8 +1,8 @@
 """One model loaded through specchat's backend and three tokens evaluated: the one way the GPU
-probe (benchmarks/gpu_probe) and the GPU check try a load, in a process of its own each time.
+probe (benchmarks/gpu/probe) and the GPU check try a load, in a process of its own each time.
 
-    python -m benchmarks.load_on_gpu MODEL.gguf LAYERS [N_CTX]
-    python -c "import torch; from benchmarks.load_on_gpu import main; main()" MODEL LAYERS
+    python -m benchmarks.gpu.load MODEL.gguf LAYERS [N_CTX]
+    python -c "import torch; from benchmarks.gpu.load import main; main()" MODEL LAYERS
 """
 
 from __future__ import annotations

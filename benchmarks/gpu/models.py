@@ -156,7 +156,7 @@ def hf_config(shape: Shape) -> dict[str, Any]:
 
 
 def main() -> int:
-    """Write the check's pair into a folder ahead of time (benchmarks/gpu_check.sh does it while
+    """Write the check's pair into a folder ahead of time (benchmarks/gpu/check.sh does it while
     llama.cpp builds)."""
     import argparse
 

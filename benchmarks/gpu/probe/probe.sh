@@ -2,8 +2,8 @@
 # Every way of loading a model on the GPU that could matter, each in its own process with a
 # native backtrace on a crash: llama.cpp from C (no Python), from Python as specchat loads it,
 # and beside what crashed it on an H200 (torch loaded first in the process; docs/gpu.md), plus
-# the CUDA calls of a load without llama.cpp. benchmarks/gpu_check.sh runs it after its build:
-#   SITE=DIR MODELS=DIR bash benchmarks/gpu_probe/gpu_probe.sh --out DIR
+# the CUDA calls of a load without llama.cpp. benchmarks/gpu/check.sh runs it after its build:
+#   SITE=DIR MODELS=DIR bash benchmarks/gpu/probe/probe.sh --out DIR
 # SITE holds the built llama_cpp package (its libraries in llama_cpp/lib, headers in include/),
 # MODELS the check's random-weight pair (the 7B-shaped target is loaded too where it is there).
 # Writes probe.log; leaves segv_bt.so in /tmp/specchat-probe-run for the check's own children.
@@ -38,7 +38,7 @@ gcc -O1 -g "$src/repro.c" -I"$site/include" -L"$lib" -lllama -lggml -lggml-base 
 stubs=""; for s in /usr/local/cuda/lib64/stubs /usr/local/cuda/targets/x86_64-linux/lib/stubs; do [ -d "$s" ] && stubs="-L$s"; done
 command -v nvidia-smi >/dev/null && nvcc -arch=sm_90 -cudart shared "$src/cuda_sanity.cu" -o "$work/cuda_sanity" $stubs -lcuda \
   && echo "cuda_sanity ok"
-"$py" -m benchmarks.random_models "$work/m" --small >/dev/null 2>&1
+"$py" -m benchmarks.gpu.models "$work/m" --small >/dev/null 2>&1
 small=$(ls "$work"/m/small-draft*.gguf | head -1)
 big=$(ls "${models:-/nonexistent}"/*7b*.gguf 2>/dev/null | head -1)
 echo "models: $small ${big:-(no 7B-shaped target)}"
@@ -63,12 +63,12 @@ run "C: no mmap (pinned uploads)"         timeout 25 "$R" "$small" 999 nommap
 run "C: GGML_CUDA_NO_PINNED=1"            GGML_CUDA_NO_PINNED=1 timeout 25 "$R" "$small" 999
 run "C: LD_LIBRARY_PATH unset"            LD_LIBRARY_PATH= timeout 25 "$R" "$small" 999
 [ -n "$big" ] && run "C: the 7B-shaped target, all layers" timeout 60 "$R" "$big" 999
-load='from benchmarks.load_on_gpu import main; main()'  # after whatever a variant runs first
+load='from benchmarks.gpu.load import main; main()'  # after whatever a variant runs first
 export PYTHONPATH="$site:$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
 run "Python as specchat"                  timeout 30 "$py" -c "$load" "$small" 999
 run "Python, llama.cpp logging to stderr" SPECCHAT_LLAMA_LOG=1 timeout 30 "$py" -c "$load" "$small" 999
 run "Python, the model thread adopted (main thread)" timeout 30 "$py" -c "from specchat import model_thread; model_thread.adopt(); $load" "$small" 999
-run "Python, a GGUF written in this process first" timeout 30 "$py" -c "from pathlib import Path; from benchmarks.random_models import write_model, SMALL_DRAFT; write_model(Path('$work/w.gguf'), SMALL_DRAFT); $load" "$work/w.gguf" 999
+run "Python, a GGUF written in this process first" timeout 30 "$py" -c "from pathlib import Path; from benchmarks.gpu.models import write_model, SMALL_DRAFT; write_model(Path('$work/w.gguf'), SMALL_DRAFT); $load" "$work/w.gguf" 999
 [ -n "$big" ] && run "Python, the 7B-shaped target as the check loads it (n_ctx 4096)" timeout 60 "$py" -c "$load" "$big" 999 4096
 run "Python, torch imported first (no CUDA use)" timeout 45 "$py" -c "import torch; $load" "$small" 999
 run "Python, torch's CUDA first"          timeout 45 "$py" -c "import torch; torch.zeros(1, device='cuda'); $load" "$small" 999

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Make what benchmarks/gpu_check.sh needs on a GPU machine with no network, in one ignored folder
+# Make what benchmarks/gpu/check.sh needs on a GPU machine with no network, in one ignored folder
 # (default .gpu/): the llama-cpp-python source with patches/llama.cpp applied (as install.sh
 # builds it), trimmed to what a standalone CUDA build of llama.cpp and its tools compiles, and
 # the pure-Python wheels specchat needs beyond what such a machine has (torch, transformers,
 # numpy, scipy, pytest and hypothesis are expected there).
 #
-#   benchmarks/gpu_prepare.sh [DIR]        (or: make gpu-bundle)
+#   benchmarks/gpu/prepare.sh [DIR]        (or: make gpu-bundle)
 #
 # The same version and patches always give the same tarball (sorted names, fixed times, gzip -n).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 dir="${1:-.gpu}"
 version=$(sed -n 's/^local = \["llama-cpp-python==\([^"]*\)"\]/\1/p' pyproject.toml)  # the one pin
 py="${PYTHON:-python3}"

@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     --out) out="$2"; shift ;;
     --bundle) bundle="$2"; shift ;;
     --deadline) deadline="$2"; shift ;;
-    *) echo "gpu_check.sh: unknown option $1" >&2; exit 2 ;;
+    *) echo "benchmarks/gpu/check.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done

@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-READERS = [ROOT / "install.sh", ROOT / "benchmarks" / "gpu_prepare.sh"]
+READERS = [ROOT / "install.sh", ROOT / "benchmarks" / "gpu" / "prepare.sh"]
 
 
 def pin() -> str:

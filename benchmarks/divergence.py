@@ -63,7 +63,7 @@ def main() -> int:
             engine = SpeculativeEngine(target, drafter, greedy, DraftSettings(k=args.k))
             turn = turn_of(ChatSession(engine).turn(prompt, settings))
             parted = divergence(target, base, base_tokens, turn)
-            compared[name] += parted[0] if parted else min(base.n_tokens, turn.n_tokens)
+            compared[name] += parted[0] if parted else min(base.counts.n_tokens, turn.counts.n_tokens)
             if parted:
                 found.append(f"| {i} | {name} | {parted[0]} | {parted[1]:.3f} |")
         print(f"prompt {i}: {len(found)} divergences so far", flush=True)

@@ -1,143 +1,92 @@
-"""The adaptive policy of a git revision against the working tree's, side by side with
-target-only: one runner, the three arms interleaved per prompt in rotating order, each policy
-with a fresh cost model on the same verify curve. Prints each prompt's rates and each
-category's median and mean ratio to target-only (the comparisons in
-docs/lab/2026-12-02-code-blocks-and-prose-what-the-target.md), then the working tree's policy
-over the revision's, paired by prompt and repeat, with a 95% interval: whether they differ
-beyond the spread of single replies. A revision from the policy package on has no single-file
-policy to load (benchmarks.policy_replay compares those); fd2a663 is the last one that has.
+"""A git revision's specchat against the working tree's, side by side with target-only, on the
+suite: each reply is one `specchat ask --json` process (the revision's code from a copy of its
+tree, the working tree's from here), the three arms interleaved per prompt in an order that
+rotates by prompt and repeat. Prints each category's median ratio to target-only for both,
+then the working tree's rate over the revision's, paired by prompt and repeat, with a 95%
+interval, and how many replies had the same tokens: whether a change moved the speed beyond
+the spread of single replies, and whether it changed a reply (a greedy one may part only at
+a near-tie). Flags after `--` go to every speculative `ask` (`-- --policy adaptive --k 8`).
 
-    .venv/bin/python -m benchmarks.policy_ab --against fd2a663 --repeats 3
+    .venv/bin/python -m benchmarks.policy_ab --against 414f396 --repeats 3
 """
 
 from __future__ import annotations
 
-import importlib.util
+import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import numpy as np
 
 from benchmarks import arguments
-from specchat.bench.runner import Arm, BenchRunner, load_prompts
-from specchat.choices import DraftChoice
-from specchat.engine import policy as tree_policy
-from specchat.engine.loop import DraftSettings
-from specchat.engine.sampling import SamplingParams
-from specchat.engine.types import Draft
-from specchat.loading import load_drafter, load_target
+from specchat.bench.runner import Prompt, load_prompts
 
-K_MAX = 8
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def policy_at(revision: str) -> ModuleType:
-    """specchat/engine/policy.py as it was at `revision`, loaded as a module of its own (a
-    revision from the policy package on has none: compare those with benchmarks.policy_replay's
-    decisions, or with `specchat bench` at each revision)."""
-    shown = subprocess.run(["git", "show", f"{revision}:specchat/engine/policy.py"],
-                           capture_output=True, text=True)
-    if shown.returncode:
-        raise SystemExit(f"policy_ab: {revision} has no single-file policy (the policy package "
-                         "came after it): benchmarks.policy_replay compares those")
-    source = shown.stdout
-    path = Path(tempfile.mkdtemp()) / "policy_at_revision.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("policy_at_revision", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    if not hasattr(module.CostModel, "writing"):  # before the kinds of text: it hears nothing
-        module.CostModel.writing = lambda self, kind: None
-    # a single-file CostModel holds what the engine reads of the package's parts itself
-    module.CostModel.machine = module.CostModel.reply = property(lambda self: self)
-    observe, expect = module.CostModel.observe, module.CostModel.expect  # and drafted no trees
-    module.CostModel.observe = (lambda self, draft, *args, branch_stood=None:
-                                observe(self, _DraftAsThen(draft), *args))
-    module.CostModel.expect = lambda self, draft: expect(self, _DraftAsThen(draft))
-    _reached_as_today(module.AdaptivePolicy)
-    return module
+def tree_at(revision: str, folder: Path) -> Path:
+    """The repository's files at `revision`, written into `folder`."""
+    archive = subprocess.run(["git", "archive", revision], cwd=ROOT, capture_output=True)
+    if archive.returncode:
+        raise SystemExit(f"policy_ab: no revision {revision}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    return folder
 
 
-class _DraftAsThen:
-    """A Draft as a revision before DraftCost read it: the cost's fields on the draft."""
-
-    def __init__(self, draft: Draft) -> None:
-        self.draft = draft
-
-    def __getattr__(self, name: str) -> object:
-        cost = self.draft.cost
-        return getattr(cost if hasattr(cost, name) else self.draft, name)
-
-    def __len__(self) -> int:
-        return len(self.draft)
-
-
-def _reached_as_today(cls: Any) -> None:
-    """The loop reaches a policy through `plan(cap, writing=...)`, the plan's `batch_for` and
-    `observe` (specchat/engine/policy/base.py): give the revision's policy the same."""
-    plan = cls.plan
-
-    def plan_writing(self, cap: int, writing: str | None = None):
-        if writing is not None:
-            self.costs.writing(writing)
-        made = plan(self, cap)
-        made.batch_for = getattr(self.costs, "batch_for", lambda n: n)
-        made.why = getattr(made, "why", "")  # it gave no reasons
-        return made
-
-    cls.plan = plan_writing
-    cls.observe = tree_policy.Policy.observe
+def ask(root: Path, prompt: Prompt, args: list[str]) -> dict:
+    """The turn line of one `specchat ask --json` run by the specchat in `root`."""
+    env = os.environ | {"PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-m", "specchat", "ask", prompt.text, "--json", *args],
+                          cwd=root, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"policy_ab: ask at {root} failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def main() -> None:
-    ap = arguments.parser(__doc__, repeats=2, categories="", prompts=None)
-    ap.add_argument("--against", default="HEAD", help="the git revision whose policy to compare")
+    ap = arguments.parser(__doc__, models=None, repeats=2, categories="", prompts=None, tokens=None)
+    ap.add_argument("--against", default="HEAD", help="the git revision to compare the working "
+                    "tree with (default: %(default)s)")
+    ap.add_argument("--target", help="the target every arm runs (default: ask's)")
+    ap.add_argument("--draft", help="the draft of both speculative arms (default: ask's)")
+    ap.add_argument("ask_args", nargs="*", help="more flags for the speculative arms' ask")
     args = ap.parse_args()
-    options = arguments.settings(args).models
-    target = load_target(options.target, options)
-    drafters = {name: load_drafter(name, target, SamplingParams(), np.random.default_rng(0),
-                                   options) for name in ("none", options.draft)}
-    adaptive = DraftSettings(k=K_MAX, adaptive=True)
-    runner = BenchRunner(target, drafters, [Arm(DraftChoice()), Arm(DraftChoice.parse(options.draft), adaptive),
-                                            Arm(DraftChoice.parse(options.draft), adaptive)])
-    modules = {args.against: policy_at(args.against), "tree": tree_policy}
-    arms = {"none": runner.engines[0]}
-    for (arm, engine), (name, module) in zip(runner.engines[1:], modules.items()):
-        costs = module.CostModel()
-        machine = engine.policy.costs.machine
-        costs.machine.shape, costs.machine.verify = machine.shape, dict(machine.verify)
-        engine.policy = module.AdaptivePolicy(K_MAX, costs)
-        arms[name] = (arm, engine)
-    prompts = load_prompts(args.prompts, arguments.categories(args))
-    ratios = side_by_side(runner, arms, prompts, args.repeats)
-    report(ratios, prompts, args.against, "tree")
+    models = [*(["--target", args.target] if args.target else [])]
+    spec = [*models, *(["--draft", args.draft] if args.draft else []), *args.ask_args]
+    with tempfile.TemporaryDirectory(prefix="policy_ab-") as copy:
+        roots = {args.against: tree_at(args.against, Path(copy)), "tree": ROOT}
+        revisions_side_by_side(roots, load_prompts(args.prompts, arguments.categories(args)), models, spec,
+                     args.repeats, args.tokens)
 
 
-def side_by_side(runner: BenchRunner, arms: dict, prompts: list, repeats: int
-                 ) -> dict[tuple[str, str], list[float]]:
-    """Each prompt through target-only (`arms["none"]`) and every other arm, their order
-    rotating by prompt and repeat; each arm's rate over target-only's, by (category, arm)."""
-    names = [name for name in arms if name != "none"]
+def revisions_side_by_side(roots: dict[str, Path], prompts: list[Prompt], models: list[str], spec: list[str],
+                 repeats: int, tokens: int | None) -> None:
+    """Each prompt through target-only and both revisions, the two in turn first; the table."""
+    against = next(iter(roots))
     ratios: dict[tuple[str, str], list[float]] = defaultdict(list)
+    same = {"replies": 0, "same": 0}
     for rep in range(repeats):
         for n, prompt in enumerate(prompts):
-            turn = (rep + n) % len(names)
-            order = names[turn:] + names[:turn]
-            runner.engines = [arms["none"]] + [arms[name] for name in order]
-            runs = dict(zip(["none", *order], runner.run(prompt, rep)))
-            rates = {name: run.tokens_per_second or 0.0 for name, run in runs.items()}
-            for name in names:
+            most = tokens or prompt.max_tokens
+            size = ["--max-tokens", str(most)] if most else []
+            names = list(roots)[(rep + n) % 2:] + list(roots)[:(rep + n) % 2]
+            turns = {"none": ask(ROOT, prompt, [*models, "--draft", "none", *size])}
+            turns |= {name: ask(roots[name], prompt, [*spec, *size]) for name in names}
+            rates = {name: turn["tokens_per_second"] or 0.0 for name, turn in turns.items()}
+            for name in roots:
                 ratios[(prompt.category, name)].append(rates[name] / rates["none"])
+            same["replies"] += 1
+            same["same"] += turns[against]["token_ids"] == turns["tree"]["token_ids"]
             print(prompt.category, prompt.name, {k: round(v, 2) for k, v in rates.items()},
                   flush=True)
-    return ratios
+    report(ratios, prompts, against, "tree")
+    print(f"the same tokens from {against} and tree: {same['same']} of {same['replies']} "
+          "replies")
 
 
 def report(ratios: dict[tuple[str, str], list[float]], prompts: list, base: str,
@@ -161,7 +110,7 @@ def report(ratios: dict[tuple[str, str], list[float]], prompts: list, base: str,
 def paired_median(base: list[float], other: list[float]) -> str:
     """The median of `other[i] / base[i]` (two arms' ratios to target-only on the same prompt
     and repeat) with its 95% interval (a percentile bootstrap over the pairs, fixed seed), and
-    how many pairs `other` won: what tells two policies apart beyond the spread of replies."""
+    how many pairs `other` won: what tells two arms apart beyond the spread of replies."""
     r = np.asarray(other) / np.asarray(base)
     picks = np.random.default_rng(0).integers(0, len(r), (2000, len(r)))
     low, high = np.percentile(np.median(r[picks], axis=1), [2.5, 97.5])

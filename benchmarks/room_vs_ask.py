@@ -57,12 +57,12 @@ class Arm:
     acceptances: list[float]
 
     def add(self, turn: TurnEvent) -> None:
-        if turn.speedup is None or turn.tokens_per_second is None:
-            raise SystemExit(f"a reply had no speedup ({turn.baseline_source}, "
-                             f"{turn.n_tokens} tokens, stop: {turn.stop_reason})")
-        self.speedups.append(turn.speedup)
-        self.rates.append(turn.tokens_per_second)
-        self.acceptances.append(turn.acceptance_rate or 0.0)
+        if turn.counts.speedup is None or turn.counts.tokens_per_second is None:
+            raise SystemExit(f"a reply had no speedup ({turn.counts.baseline_source}, "
+                             f"{turn.counts.n_tokens} tokens, stop: {turn.stop_reason})")
+        self.speedups.append(turn.counts.speedup)
+        self.rates.append(turn.counts.tokens_per_second)
+        self.acceptances.append(turn.counts.acceptance_rate or 0.0)
 
 
 def main() -> int:

@@ -52,7 +52,7 @@ def main() -> None:
                 engine.clear_caches()
                 turn = turn_of(engine.generate(ids, GenerationSettings(
                     max_tokens=args.tokens, baseline_steps=0)))
-                rates.setdefault((paths, arm), []).append(turn.tokens_per_second or 0.0)
+                rates.setdefault((paths, arm), []).append(turn.counts.tokens_per_second or 0.0)
     print(machine_line())
     print("| arm | 1 sequence tok/s | 16 sequences tok/s | 16 / 1 (median of repeats) |")
     print("|---|---|---|---|")

@@ -59,7 +59,7 @@ def tui_rate(tokens: int, k: int) -> tuple[float, float]:
             while screen.transcript.last_turn is None:  # a plain sleep: pilot.pause() would make the app
                 await asyncio.sleep(0.25)  # wait for idle and add work a real user never does
             ui_share = (time.thread_time() - cpu) / (time.perf_counter() - wall)
-            return screen.transcript.last_turn.tokens_per_second or 0.0, ui_share
+            return screen.transcript.last_turn.counts.tokens_per_second or 0.0, ui_share
 
     return asyncio.run(run())
 

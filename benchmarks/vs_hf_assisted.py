@@ -73,7 +73,7 @@ def hf_generate(target: TransformersBackend, draft: TransformersBackend | None, 
 def specchat_generate(engine: SpeculativeEngine, ids: list[int], n: int) -> Result:
     engine.clear_caches()
     turn = turn_of(engine.generate(ids, GenerationSettings(max_tokens=n)))
-    return Result(turn.token_ids, turn.wall_s, turn.acceptance_rate)
+    return Result(turn.token_ids, turn.counts.wall_s, turn.counts.acceptance_rate)
 
 
 def main() -> int:

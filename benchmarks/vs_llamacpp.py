@@ -33,7 +33,7 @@ PROMPT = ("Write a Python module that implements a binary search tree with inser
 
 def specchat_run(engine: SpeculativeEngine, ids: list[int], n: int) -> ToolRun:
     turn = turn_of(engine.generate(ids, GenerationSettings(max_tokens=n)))
-    return ToolRun(turn.tokens_per_second or 0.0, turn.acceptance_rate)
+    return ToolRun(turn.counts.tokens_per_second or 0.0, turn.counts.acceptance_rate)
 
 
 def main() -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import IO, Any
@@ -21,6 +21,8 @@ from specchat.engine.events import (
     Event,
     RoundEvent,
     TokenEvent,
+    TurnCounts,
+    TurnDiagnostics,
     TurnEvent,
 )
 from specchat.engine.stats import TurnStats
@@ -87,10 +89,20 @@ def event_from_json(data: dict[str, Any]) -> Event:
     if not isinstance(data, dict) or data.get("type") not in _TYPES:
         raise ValueError(f"not an event: {str(data)[:60]}")
     cls = _TYPES[data["type"]]
+    if cls is not TurnEvent:
+        return cls(**_read(cls, data))
+    if "decode_tokens" not in data:  # version 1: counts from its rounds
+        data = data | {"decode_tokens": -1}
+    return TurnEvent(**_read(TurnEvent, data), counts=TurnCounts(**_read(TurnCounts, data)),
+                     diagnostics=TurnDiagnostics(**_read(TurnDiagnostics, data)))
+
+
+def _read(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `cls` a flat JSON event holds, each checked against its annotation (its
+    nested groups left to the caller)."""
     hints = typing.get_type_hints(cls)
-    kwargs = {f.name: data[f.name] for f in fields(cls) if f.init and f.name in data}
-    if cls is TurnEvent and "decode_tokens" not in data:  # version 1: counts from its rounds
-        kwargs["decode_tokens"] = -1
+    kwargs = {f.name: data[f.name] for f in fields(cls)
+              if f.init and f.name in data and not is_dataclass(hints[f.name])}
     for name, value in kwargs.items():
         hint = hints[name]
         if isinstance(hint, type) and issubclass(hint, Enum):  # TokenKind, StopReason
@@ -101,7 +113,7 @@ def event_from_json(data: dict[str, Any]) -> Event:
                                  f"of {', '.join(map(repr, hint))}") from None
         elif not _fits(value, hint):
             raise ValueError(f"{data['type']} event: {name} = {str(value)[:30]} has the wrong type")
-    return cls(**kwargs)
+    return kwargs
 
 
 def with_counts(events: list[Event]) -> list[Event]:
@@ -113,8 +125,8 @@ def with_counts(events: list[Event]) -> list[Event]:
         if isinstance(event, RoundEvent):
             stats.add_round(event)
         elif isinstance(event, TurnEvent):
-            if event.decode_tokens < 0:
-                event = replace(event, **stats.counts())
+            if event.counts.decode_tokens < 0:
+                event = replace(event, counts=replace(event.counts, **stats.counts()))
             stats = TurnStats()
         out.append(event)
     return out

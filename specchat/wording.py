@@ -70,7 +70,7 @@ def context_note(event: ContextEvent) -> str:
 def about_the_same(turn: TurnEvent) -> bool:
     """Whether the turn's speedup interval holds 1.0: then it was not measurably faster or
     slower than the target alone."""
-    return holds_one(turn.speedup_low, turn.speedup_high)
+    return holds_one(turn.counts.speedup_low, turn.counts.speedup_high)
 
 
 def holds_one(low: float | None, high: float | None) -> bool:
@@ -96,19 +96,19 @@ def speedup_text(speedup: float | None, low: float | None, high: float | None,
 
 def speedup_words(turn: TurnEvent) -> str:
     """The turn's speedup with its interval, in words (`speedup_text`)."""
-    return speedup_text(turn.speedup, turn.speedup_low, turn.speedup_high)
+    return speedup_text(turn.counts.speedup, turn.counts.speedup_low, turn.counts.speedup_high)
 
 
 def fewer_threads(turn: TurnEvent) -> bool:
     """Whether the turn ran on fewer threads than physical cores: the others were busy when it
     started."""
-    return turn.threads is not None and turn.threads < default_threads()
+    return turn.diagnostics.threads is not None and turn.diagnostics.threads < default_threads()
 
 
 def drafting_words(turn: TurnEvent) -> str:
     """Where the policy stopped drafting in the reply (and went on again), and why, for a
     status line; empty where it never stopped."""
-    return f" · drafting {turn.drafting_note}" if turn.drafting_note else ""
+    return f" · drafting {turn.diagnostics.drafting_note}" if turn.diagnostics.drafting_note else ""
 
 
 def slower_why(turn: TurnEvent) -> str:
@@ -116,68 +116,70 @@ def slower_why(turn: TurnEvent) -> str:
     the draft's catch-ups on tokens it sat out, in target steps, where they took half of what
     the turn lost or more; else a round's cost in target steps against the tokens a round
     yielded; or that other programs took the CPU, when they did (then no number of it stands)."""
-    if note := busy_note(turn.others_cpu):
+    c = turn.counts
+    if note := busy_note(turn.diagnostics.others_cpu):
         return f" · {note}"
     if about_the_same(turn):
         return f" · {speedup_words(turn)}"
-    step_rate = turn.baseline_tokens_per_second
-    if not turn.speedup or turn.speedup >= 1 or not step_rate or turn.rounds < 2:
+    step_rate = c.baseline_tokens_per_second
+    if not c.speedup or c.speedup >= 1 or not step_rate or c.rounds < 2:
         return ""
     # each fits one status line beside "N tokens · stop: …" (the chat pane is 112 columns of 160)
-    why = "specchat bench --server" if turn.server else "F7, specchat tune"
-    lost_s = turn.decode_s - (turn.n_tokens - 1) / step_rate
-    if turn.catchup_s and turn.catchup_s >= lost_s / 2:
-        return (f" · {turn.speedup:.2f}x: draft catch-up on {turn.catchup_tokens} tokens took "
-                f"{turn.catchup_s * step_rate:.1f} steps (why: {why})")
-    if not turn.mean_accepted_length:
+    why = "specchat bench --server" if turn.diagnostics.server else "F7, specchat tune"
+    lost_s = c.decode_s - (c.n_tokens - 1) / step_rate
+    if c.catchup_s and c.catchup_s >= lost_s / 2:
+        return (f" · {c.speedup:.2f}x: draft catch-up on {c.catchup_tokens} tokens took "
+                f"{c.catchup_s * step_rate:.1f} steps (why: {why})")
+    if not c.mean_accepted_length:
         return ""
     # speedup = tokens per round (after the first) over a round's cost in target steps
-    round_steps = turn.decode_s / (turn.rounds - 1) * step_rate
-    per_round = (turn.n_tokens - 1) / (turn.rounds - 1)
-    return (f" · {turn.speedup:.2f}x: {round_steps:.1f} steps a round for {per_round:.1f} "
+    round_steps = c.decode_s / (c.rounds - 1) * step_rate
+    per_round = (c.n_tokens - 1) / (c.rounds - 1)
+    return (f" · {c.speedup:.2f}x: {round_steps:.1f} steps a round for {per_round:.1f} "
             f"tokens (why: {why})")
 
 
 def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
     """One line of what the turn measured, each number labelled; `k_used` counts the rounds
     after the first by the draft length the policy allowed."""
-    parts = [f"{turn.n_tokens} tokens", f"draft {turn.draft}"]
+    c = turn.counts
+    parts = [f"{c.n_tokens} tokens", f"draft {turn.draft}"]
     if turn.draft != NO_DRAFT:
         used = ", ".join(f"{k}×{n}" for k, n in sorted((k_used or Counter()).items()))
         parts.append(f"{turn.policy} (k: rounds {used})" if used else turn.policy)
-    if turn.n_drafted:
-        parts.append(f"accepted {turn.n_accepted}/{turn.n_drafted} "
-                     f"({100 * (turn.acceptance_rate or 0):.0f}%)")
-        parts.append(f"mean accepted length {turn.mean_accepted_length or 0:.2f}")
-    if turn.tokens_per_second is not None:
-        parts.append(f"decode {turn.tokens_per_second:.1f} tok/s")
-    if turn.speedup is not None and turn.draft != NO_DRAFT:
+    if c.n_drafted:
+        parts.append(f"accepted {c.n_accepted}/{c.n_drafted} "
+                     f"({100 * (c.acceptance_rate or 0):.0f}%)")
+        parts.append(f"mean accepted length {c.mean_accepted_length or 0:.2f}")
+    if c.tokens_per_second is not None:
+        parts.append(f"decode {c.tokens_per_second:.1f} tok/s")
+    if c.speedup is not None and turn.draft != NO_DRAFT:
         parts.append(f"speedup {speedup_words(turn)} vs target-only "
-                     f"{turn.baseline_tokens_per_second or 0:.1f} tok/s ({turn.baseline_source})")
-    if turn.predicted_tokens_per_second is not None:
-        parts.append(f"predicted {turn.predicted_tokens_per_second:.1f} tok/s")
-    if turn.declined_rounds:
-        note = (f": drafting {turn.drafting_note}" if turn.drafting_note
+                     f"{c.baseline_tokens_per_second or 0:.1f} tok/s ({c.baseline_source})")
+    if c.predicted_tokens_per_second is not None:
+        parts.append(f"predicted {c.predicted_tokens_per_second:.1f} tok/s")
+    if c.declined_rounds:
+        note = (f": drafting {turn.diagnostics.drafting_note}" if turn.diagnostics.drafting_note
                 else " (drafting would not pay)")
-        parts.append(f"{turn.declined_rounds} rounds target-only{note}")
-    if turn.catchup_tokens:
-        parts.append(f"draft catch-up {turn.catchup_tokens} tokens in "
-                     f"{turn.catchup_s * 1000:.0f} ms (the prompt, rounds it sat out)")
-    if turn.context_shifts:
-        parts.append(f"context shifts {turn.context_shifts} ({turn.shift_tokens} tokens "
-                     f"re-evaluated in {turn.shift_s:.2f} s, not in the decode rate)")
-    parts.append(f"TTFT {turn.ttft_s * 1000:.0f} ms")
-    if turn.server:
-        parts.append(f"server's own: decode {turn.server.get('predicted_per_second', 0):.1f} "
-                     f"tok/s, prompt {turn.server.get('prompt_per_second', 0):.1f} tok/s")
-        parts.append(f"server steps {turn.target_passes}")
+        parts.append(f"{c.declined_rounds} rounds target-only{note}")
+    if c.catchup_tokens:
+        parts.append(f"draft catch-up {c.catchup_tokens} tokens in "
+                     f"{c.catchup_s * 1000:.0f} ms (the prompt, rounds it sat out)")
+    if c.context_shifts:
+        parts.append(f"context shifts {c.context_shifts} ({c.shift_tokens} tokens "
+                     f"re-evaluated in {c.shift_s:.2f} s, not in the decode rate)")
+    parts.append(f"TTFT {c.ttft_s * 1000:.0f} ms")
+    if turn.diagnostics.server:
+        parts.append(f"server's own: decode {turn.diagnostics.server.get('predicted_per_second', 0):.1f} "
+                     f"tok/s, prompt {turn.diagnostics.server.get('prompt_per_second', 0):.1f} tok/s")
+        parts.append(f"server steps {c.target_passes}")
     else:
-        parts.append(f"target passes {turn.target_passes}")
-        if turn.draft_passes:  # fewer than the tokens it drafted where its guesses stood
-            parts.append(f"draft passes {turn.draft_passes}")
+        parts.append(f"target passes {c.target_passes}")
+        if c.draft_passes:  # fewer than the tokens it drafted where its guesses stood
+            parts.append(f"draft passes {c.draft_passes}")
     parts.append(f"stop {turn.stop_reason}")
     if fewer_threads(turn):
-        parts.append(f"threads {turn.threads} (the other cores were busy before it)")
-    if note := busy_note(turn.others_cpu):
+        parts.append(f"threads {turn.diagnostics.threads} (the other cores were busy before it)")
+    if note := busy_note(turn.diagnostics.others_cpu):
         parts.append(note.upper()[:1] + note[1:])
     return " · ".join(parts)

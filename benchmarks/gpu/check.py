@@ -206,7 +206,7 @@ def full_acceptance(bin_dir: Path, path: Path, load: Callable[[Path], Backend], 
         mine, theirs = [], []
         for _ in range(repeats):
             turn, _ = engine_turn(engine, ids, tokens)
-            mine.append((turn.tokens_per_second or 0.0, turn.acceptance_rate or 0.0))
+            mine.append((turn.counts.tokens_per_second or 0.0, turn.counts.acceptance_rate or 0.0))
             run = speculative_simple(bin_dir, path, path, PROMPT, tokens, FULL_K, threads, ngl)
             theirs.append((run.tok_s, run.acceptance or 0.0))
         with LlamaCalls() as calls:
@@ -262,7 +262,7 @@ def against_llamacpp(bin_dir: Path, target_path: Path, draft_path: Path,
         for _ in range(args.repeats_tools):
             bench = llama_bench(bin_dir, target_path, args.tokens, args.depth, threads, ngl)
             turn, _ = engine_turn(plain, prompt, args.tokens)
-            pairs.append((turn.tokens_per_second or 0.0, bench.tok_s))
+            pairs.append((turn.counts.tokens_per_second or 0.0, bench.tok_s))
     finally:
         target.close()
     ratios = [m / b for m, b in pairs if b]

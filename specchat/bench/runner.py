@@ -162,15 +162,15 @@ class Run:
                 turn = event
         if turn is None:
             raise ValueError("the events hold no turn summary")
-        return cls(**labels, tokens=turn.n_tokens, wall_s=turn.wall_s, ttft_s=turn.ttft_s,
-                   decode_s=turn.decode_s, tokens_per_second=turn.tokens_per_second,
-                   gaps=stats.gaps, drafted=turn.n_drafted, accepted=turn.n_accepted,
+        return cls(**labels, tokens=turn.counts.n_tokens, wall_s=turn.counts.wall_s, ttft_s=turn.counts.ttft_s,
+                   decode_s=turn.counts.decode_s, tokens_per_second=turn.counts.tokens_per_second,
+                   gaps=stats.gaps, drafted=turn.counts.n_drafted, accepted=turn.counts.n_accepted,
                    spec_rounds=stats.spec_rounds, spec_emitted=stats.spec_emitted,
                    plain_rounds=plain_rounds, draft_s=draft_s, spec_verify_s=spec_verify_s,
                    plain_verify_s=plain_verify_s,
-                   predicted_tokens_per_second=turn.predicted_tokens_per_second,
-                   declined_rounds=turn.declined_rounds, catchup_s=turn.catchup_s,
-                   reported_speedup=turn.speedup if turn.draft != NO_DRAFT else None,
+                   predicted_tokens_per_second=turn.counts.predicted_tokens_per_second,
+                   declined_rounds=turn.counts.declined_rounds, catchup_s=turn.counts.catchup_s,
+                   reported_speedup=turn.counts.speedup if turn.draft != NO_DRAFT else None,
                    branch_nodes=branch_nodes, drafts=drafts)
 
     @property

@@ -319,8 +319,8 @@ class ReplyRecorder:
             if time.monotonic() - self.saved_at >= self.every_s:
                 self._save(self.text, None, complete=False)
         elif isinstance(event, TurnEvent):
-            stats = {k: getattr(event, k) for k in STATS}
-            self._save(event.text, stats, complete=True)
+            flat = event.to_json()
+            self._save(event.text, {k: flat[k] for k in STATS}, complete=True)
 
     def _save(self, text: str, stats: dict[str, Any] | None, complete: bool) -> None:
         t0 = time.perf_counter()

@@ -118,6 +118,6 @@ class ChatState:
 
     def measured_turns(self) -> list[MeasuredTurn]:
         """Every speculative turn that measured its speedup, with its rounds."""
-        return [MeasuredTurn(t.k, t.speedup, t.baseline_tokens_per_second, tuple(r))
+        return [MeasuredTurn(t.k, t.counts.speedup, t.counts.baseline_tokens_per_second, tuple(r))
                 for t, r in zip(self.turns, self.turn_rounds)
-                if t.speedup is not None and t.draft != NO_DRAFT]
+                if t.counts.speedup is not None and t.draft != NO_DRAFT]

@@ -64,8 +64,8 @@ def divergence(
     `rows` (the target-only run's logits by absolute position); else by evaluating `target`
     directly (this empties its cache); None where none of them has it."""
     at = first_divergence(base.token_ids, other.token_ids)
-    if at is None and base.n_tokens != other.n_tokens:
-        at = min(base.n_tokens, other.n_tokens)
+    if at is None and base.counts.n_tokens != other.counts.n_tokens:
+        at = min(base.counts.n_tokens, other.counts.n_tokens)
     if at is None:
         return None
     gap = next((e.logit_gap for e in base_tokens if e.position == at), None)

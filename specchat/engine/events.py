@@ -8,7 +8,7 @@ JSON lines and can be replayed with no model.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -121,16 +121,11 @@ class RoundEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class TurnEvent:
-    """A reply's summary: its text, what it counted and timed, and diagnostics. Rates are not
-    stored: each is derived from the counts where it is read (the properties below), so a
-    trace shows what today's formula makes of what was counted."""
+class TurnCounts:
+    """What a reply counted and timed. Rates are not stored: each is derived from the counts
+    where it is read (the properties below), so a trace shows what today's formula makes of
+    what was counted."""
 
-    # -- the reply
-    text: str
-    token_ids: list[int]
-    prompt_token_ids: list[int]
-    # -- counts and times
     n_tokens: int
     n_drafted: int
     n_accepted: int
@@ -142,13 +137,6 @@ class TurnEvent:
     target_passes: int
     draft_passes: int
     rounds: int
-    draft: str
-    k: int
-    stop_reason: StopReason
-    """eos, stop_string, max_tokens, context_full (the context is full and the context policy
-    leaves nothing more out), or cancelled."""
-    policy: str = ""
-    """The draft-length policy: `fixed k=3` or `adaptive k<=8`."""
     decode_tokens: int = 0
     """Tokens after the first: what the decode rate counts over `decode_s`."""
     drafted_at: list[int] = field(default_factory=list)
@@ -188,23 +176,7 @@ class TurnEvent:
     catchup_s: float = 0.0
     """Seconds of decode_s those catch-up passes took: what a draft that sat out rounds (or
     the prompt) cost before it drafted again."""
-    # -- diagnostics
-    drafting_note: str = ""
-    """When the policy stopped drafting in the reply and went on again, and why it last
-    stopped, from what it measured (empty: it never stopped)."""
-    others_cpu: float | None = None
-    """The share of this machine's CPU time other programs used during the turn (its baseline
-    steps included): above 0.2 its timings are unreliable. None where not measured (not Linux,
-    or a model runs in another process)."""
-    threads: int | None = None
-    """The CPU threads the target ran the turn with: one per core other programs left free when
-    it started, unless --threads fixed them. None where not measured."""
-    server: dict[str, Any] | None = None
-    """A llama-server's own final `timings` for this reply (its prompt and decode rates, its
-    draft counters), where a server generated it; the numbers above are the client's."""
-    type: str = field(default="turn", init=False)
 
-    # -- rates, derived from the counts
     @property
     def acceptance_rate(self) -> float | None:
         """n_accepted / n_drafted; None when nothing was drafted."""
@@ -237,10 +209,53 @@ class TurnEvent:
         rate, base = self.tokens_per_second, self.baseline_tokens_per_second
         return rate / base if rate and base else None
 
+
+@dataclass(frozen=True, slots=True)
+class TurnDiagnostics:
+    """What explains a reply's numbers without being one of them."""
+
+    drafting_note: str = ""
+    """When the policy stopped drafting in the reply and went on again, and why it last
+    stopped, from what it measured (empty: it never stopped)."""
+    others_cpu: float | None = None
+    """The share of this machine's CPU time other programs used during the turn (its baseline
+    steps included): above 0.2 its timings are unreliable. None where not measured (not Linux,
+    or a model runs in another process)."""
+    threads: int | None = None
+    """The CPU threads the target ran the turn with: one per core other programs left free when
+    it started, unless --threads fixed them. None where not measured."""
+    server: dict[str, Any] | None = None
+    """A llama-server's own final `timings` for this reply (its prompt and decode rates, its
+    draft counters), where a server generated it; the counts are the client's."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEvent:
+    """A reply's summary, in three kinds: the reply and the settings that made it, what it
+    counted and timed (`counts`, with the rates derived from them), and `diagnostics`."""
+
+    text: str
+    token_ids: list[int]
+    prompt_token_ids: list[int]
+    draft: str
+    k: int
+    stop_reason: StopReason
+    """eos, stop_string, max_tokens, context_full (the context is full and the context policy
+    leaves nothing more out), or cancelled."""
+    counts: TurnCounts
+    policy: str = ""
+    """The draft-length policy: `fixed k=3` or `adaptive k<=8`."""
+    diagnostics: TurnDiagnostics = field(default_factory=TurnDiagnostics)
+    type: str = field(default="turn", init=False)
+
     def to_json(self) -> dict[str, Any]:
-        """The counts, and the rates derived from them for whoever reads the line (a trace's
-        reader derives them again and ignores these)."""
-        return asdict(self) | {name: getattr(self, name) for name in DERIVED}
+        """One flat object (the JSON-lines form `ask --json`, `serve` and traces write): the
+        reply, the counts, the rates derived from them for whoever reads the line (a trace's
+        reader derives them again and ignores these), and the diagnostics."""
+        own = {f.name: getattr(self, f.name) for f in fields(self)
+               if f.name not in ("counts", "diagnostics")}
+        rates = {name: getattr(self.counts, name) for name in DERIVED}
+        return asdict(self.counts) | rates | asdict(self.diagnostics) | own
 
 
 def share(part: float, whole: float) -> float | None:
@@ -259,7 +274,7 @@ def position_rates(accepted_at: list[int], drafted_at: list[int]) -> list[float]
 
 DERIVED = ("acceptance_rate", "mean_accepted_length", "accepted_by_position", "tokens_per_second",
            "predicted_tokens_per_second", "speedup")
-"""TurnEvent's rates: written in its JSON, never read back."""
+"""TurnCounts's rates: written in a turn's JSON, never read back."""
 
 
 @dataclass(frozen=True, slots=True)

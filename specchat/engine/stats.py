@@ -17,6 +17,8 @@ from specchat.engine.events import (
     ContextEvent,
     RoundEvent,
     StopReason,
+    TurnCounts,
+    TurnDiagnostics,
     TurnEvent,
     decode_rate,
     position_rates,
@@ -156,7 +158,7 @@ class TurnStats:
         return position_rates(self.accepted_at, self.drafted_at)
 
     def counts(self) -> dict[str, Any]:
-        """What the TurnEvent's rates are derived from (a version-1 trace's turn gets them
+        """What TurnCounts's rates are derived from (a version-1 trace's turn gets them
         again from its rounds)."""
         return {"decode_tokens": max(0, self.tokens - 1),
                 "drafted_at": list(self.drafted_at), "accepted_at": list(self.accepted_at),
@@ -174,10 +176,7 @@ class TurnStats:
         """The turn summary; `baseline` is the target-only decode rate the speedup is taken
         against, and `baseline_source` says how it was measured."""
         low, high = speedup_interval(self.spans, baseline_steps_s) if baseline_steps_s else (None, None)
-        return TurnEvent(
-            text=text,
-            token_ids=list(token_ids),
-            prompt_token_ids=prompt_ids,
+        counts = TurnCounts(
             n_tokens=len(token_ids),
             n_drafted=self.drafted,
             n_accepted=self.accepted,
@@ -187,10 +186,6 @@ class TurnStats:
             target_passes=target_passes,
             draft_passes=draft_passes,
             rounds=self.rounds,
-            draft=draft,
-            k=k,
-            stop_reason=stop_reason,
-            policy=policy,
             **self.counts(),
             context_shifts=self.shifts,
             shift_tokens=self.shift_tokens,
@@ -198,13 +193,16 @@ class TurnStats:
             declined_rounds=self.declined,
             baseline_tokens_per_second=baseline,
             baseline_source=baseline_source,
-            others_cpu=others_cpu,
-            threads=threads,
             speedup_low=low,
             speedup_high=high,
             catchup_tokens=self.catchup_tokens,
             catchup_s=self.catchup_s,
-            drafting_note=self.drafting_note,
+        )
+        return TurnEvent(
+            text=text, token_ids=list(token_ids), prompt_token_ids=prompt_ids, draft=draft, k=k,
+            stop_reason=stop_reason, policy=policy, counts=counts,
+            diagnostics=TurnDiagnostics(drafting_note=self.drafting_note, others_cpu=others_cpu,
+                                        threads=threads),
         )
 
 

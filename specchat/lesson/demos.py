@@ -94,13 +94,13 @@ def _reply_so_far(events: list[Event], before: int, styles: Styles, chars: int =
 
 
 def _rate(turn: TurnEvent) -> str:
-    return fmt(turn.tokens_per_second, ".1f", " tok/s")
+    return fmt(turn.counts.tokens_per_second, ".1f", " tok/s")
 
 
 def target_step(recs: Recordings, styles: Styles) -> Demo:
     rec = recs.recording("code")
     plain = rec.turns[0]
-    tps = plain.tokens_per_second
+    tps = plain.counts.tokens_per_second
     tokens = [e for e in rec.target_only if isinstance(e, TokenEvent)][:40]
     text = Text()
     for i, e in enumerate(tokens):
@@ -108,7 +108,7 @@ def target_step(recs: Recordings, styles: Styles) -> Demo:
     table = Table.grid(padding=(0, 2))
     table.add_row("target step", fmt(1 / tps if tps else None, ".1f", " ms", 1000))
     table.add_row("decode rate", _rate(plain))
-    table.add_row("first token", fmt(plain.ttft_s, ".2f", " s") +
+    table.add_row("first token", fmt(plain.counts.ttft_s, ".2f", " s") +
                   f" (the prompt's {rec.prompt_tokens} tokens read in one pass)")
     return Demo(Group(Text(f"> {rec.prompt}", style="bold"),
                       Text("the reply, one token a step (every other one shaded):"), text,
@@ -257,7 +257,7 @@ def verify_curve(recs: Recordings, styles: Styles) -> Demo:
     if accept is not None:
         gains = Table("draft k", "expected tokens a round", "speedup here",
                       "on an H200's curve", "a free drafter here", box=None,
-                      title=f"with code's acceptance ({fmt(rec.turns[1].acceptance_rate, '.0%')} "
+                      title=f"with code's acceptance ({fmt(rec.turns[1].counts.acceptance_rate, '.0%')} "
                             "of drafts stood)", title_justify="left")
         for k in range(1, figures.K_MAX + 1):
             guessed = accept.rate(k - 1)[1] or k + 1 > timed
@@ -310,7 +310,7 @@ def _race_table(recs: Recordings, rows: tuple[tuple[str, str], ...], styles: Sty
                 checks.append(figures.Check(f"{kind} ({rec.drafter}): speedup", predicted,
                                             measured, figures.left_out(curve, rec)))
         table.add_row(f"{kind} ({rec.drafter})", _rate(plain), _rate(spec), shown,
-                      fmt(predicted, ".2f", "x"), fmt(spec.acceptance_rate, ".0%"))
+                      fmt(predicted, ".2f", "x"), fmt(spec.counts.acceptance_rate, ".0%"))
         sources.append(rec.source)
     return table, sources, checks, unsettled
 
@@ -367,7 +367,7 @@ def draft_choice(recs: Recordings, styles: Styles) -> Demo:
     sources = []
     for arm in ("draft", "other"):
         rec, _, measured = _race(recs, "code", arm)
-        table.add_row(rec.drafter, fmt(rec.turns[1].acceptance_rate, ".0%"),
+        table.add_row(rec.drafter, fmt(rec.turns[1].counts.acceptance_rate, ".0%"),
                       fmt(figures.draft_ms_of(rec), ".1f"), _rate(rec.turns[1]),
                       measured.shown(".2f", "x") if measured else "-")
         sources.append(rec.source)

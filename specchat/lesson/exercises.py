@@ -157,10 +157,10 @@ def run_of(rec: Recording, settings: RunSettings) -> RoomRun:
     accept = figures.acceptance_of(rec.speculative)
     measured = figures.race_speedup(rec)
     spec = rec.turns[1]
-    if accept is None or measured is None or spec.acceptance_rate is None:
+    if accept is None or measured is None or spec.counts.acceptance_rate is None:
         raise SpecchatError("this run drafted nothing: nothing to post")
     return RoomRun(settings.k, settings.draft, settings.policy, settings.kind,
-                   spec.acceptance_rate, accept.tokens_a_round.value, measured.value,
+                   spec.counts.acceptance_rate, accept.tokens_a_round.value, measured.value,
                    measured.low, measured.high)
 
 

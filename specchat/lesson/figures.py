@@ -131,9 +131,9 @@ def race_speedup(rec: Recording) -> Measured | None:
     """The speculative reply's decode rate over the target alone's, with a 95% interval from
     both replies' rounds (a bootstrap); None where either rate is missing."""
     plain, spec = rec.turns
-    if not plain.tokens_per_second or not spec.tokens_per_second:
+    if not plain.counts.tokens_per_second or not spec.counts.tokens_per_second:
         return None
-    value = spec.tokens_per_second / plain.tokens_per_second
+    value = spec.counts.tokens_per_second / plain.counts.tokens_per_second
     spans = [(b.emitted, b.t_s - a.t_s) for a, b in zip(
         [e for e in rec.speculative if isinstance(e, RoundEvent)],
         decode_rounds(rec.speculative)) if b.emitted]
@@ -160,7 +160,7 @@ def race_costs(curve: Curve, rec: Recording) -> Costs:
     step, timed in the same minute. Where the target alone gave one token (no step to time),
     the curve's passes as timed."""
     plain = decode_rounds(rec.target_only)
-    rate = rec.turns[0].tokens_per_second
+    rate = rec.turns[0].counts.tokens_per_second
     if not plain or not rate:
         return Costs(curve.verify_ms, draft_ms_of(rec) or curve.draft_ms)
     step = 1000 * statistics.median(r.verify_s for r in plain)

@@ -145,4 +145,5 @@ class ServerReply:
             draft_passes=self.stats.drafted, draft=self.draft, k=self.k_max,
             policy="llama-server", stop_reason=self.stop_reason, baseline=rate or None,
             baseline_source=how)
-        return replace(event, server=self.final) if self.final else event
+        return (replace(event, diagnostics=replace(event.diagnostics, server=self.final))
+                if self.final else event)

@@ -181,7 +181,7 @@ def test_the_cache_is_kept_across_turns_and_cropped_to_the_committed_tokens(hf_m
                         max_tokens=5)
     finally:
         del target._inner.eval
-    assert len(evaluated) - (second.n_tokens - 1) <= len(new) + 1
+    assert len(evaluated) - (second.counts.n_tokens - 1) <= len(new) + 1
 
 
 def test_incompatible_checkpoints_are_refused_with_the_token_that_differs(tiny, hf_dir, hf_models):
@@ -220,7 +220,7 @@ def test_the_app_runs_a_turn_on_the_transformers_backend(tiny, tmp_path, monkeyp
             assert type(app.chat_screen.chat.session.engine.target).__name__ == "TransformersBackend"
             await say(app, pilot, "hello")
             turn = app.chat_screen.transcript.last_turn
-            assert turn.n_tokens > 0 and turn.n_drafted > 0
+            assert turn.counts.n_tokens > 0 and turn.counts.n_drafted > 0
     asyncio.run(scenario())
 
 

@@ -81,7 +81,7 @@ def test_greedy_output_on_the_server_equals_this_machine_and_speculation(remote,
     spec = SpeculativeEngine(there, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
                              GREEDY, DraftSettings(k=3))
     turn = list(spec.generate(ids, settings))[-1]
-    assert isinstance(turn, TurnEvent) and turn.n_drafted > 0
+    assert isinstance(turn, TurnEvent) and turn.counts.n_drafted > 0
     assert_same_up_to_a_near_tie(local, plain[-1], near_tie)
     assert_same_up_to_a_near_tie(plain, turn, near_tie)
 
@@ -143,7 +143,7 @@ def test_the_target_swapped_on_its_server_loads_and_a_failed_swap_keeps_the_old_
         assert time.monotonic() - t0 < settings.models.rpc_timeout
         assert engine.target.where == f"RPC {server.endpoint}"
         turn = list(ChatSession(engine).turn("hello", GenerationSettings(max_tokens=12)))[-1]
-        assert isinstance(turn, TurnEvent) and turn.n_tokens > 0
+        assert isinstance(turn, TurnEvent) and turn.counts.n_tokens > 0
     finally:
         engine.close()
         server.stop()
@@ -165,7 +165,7 @@ def test_the_draft_swapped_on_its_server_loads_and_bench_takes_one_draft_model_t
         engine.use_drafter(host.load_drafter(engine, str(tiny.draft)))
         assert time.monotonic() - t0 < settings.models.rpc_timeout  # not a wait for the timeout
         turn = list(ChatSession(engine).turn("hello", GenerationSettings(max_tokens=12)))[-1]
-        assert isinstance(turn, TurnEvent) and turn.n_drafted > 0
+        assert isinstance(turn, TurnEvent) and turn.counts.n_drafted > 0
         servers_flags = ("--rpc", servers[0].endpoint, "--draft-rpc", servers[1].endpoint)
         bench = specchat("bench", "--target", str(tiny.target), "--drafters",
                          f"{tiny.draft},ngram+{tiny.draft}", *servers_flags, tmp_path=tmp_path)
@@ -260,7 +260,7 @@ def test_a_server_killed_mid_reply_costs_the_turn_and_the_next_turn_goes_on(tmp_
         with pytest.raises(RemoteError, match=f"RPC server {server.endpoint} is not answering"):
             list(session.turn("go on", GenerationSettings(max_tokens=8)))
         server = RpcServer(tmp_path, port=server.port)
-        assert same_as_here(session, long_model, "go on").n_drafted > 0
+        assert same_as_here(session, long_model, "go on").counts.n_drafted > 0
     finally:
         engine.close()
         server.stop()

@@ -56,9 +56,9 @@ def test_runs_and_summaries_agree_with_the_events_they_consumed(tiny):
     assert len(runs) == len(seen) == 2 * len(prompts) * len(arms)
     for run, events in zip(runs, seen):
         turn, rounds = events[-1], [e for e in events if isinstance(e, RoundEvent)]
-        assert run.tokens == turn.n_tokens == sum(r.emitted for r in rounds)
-        assert run.drafted == sum(r.drafted for r in rounds) == turn.n_drafted
-        assert run.accepted == sum(r.accepted for r in rounds) == turn.n_accepted
+        assert run.tokens == turn.counts.n_tokens == sum(r.emitted for r in rounds)
+        assert run.drafted == sum(r.drafted for r in rounds) == turn.counts.n_drafted
+        assert run.accepted == sum(r.accepted for r in rounds) == turn.counts.n_accepted
         assert run.draft_s == pytest.approx(sum(r.draft_s for r in rounds if r.drafted))
         assert run.decode_s == pytest.approx(rounds[-1].t_s - rounds[0].t_s)
         assert run.ttft_s == pytest.approx(rounds[0].t_s)  # empty caches: the whole prompt

@@ -19,15 +19,13 @@ from support.processes import llama_server_binary, specchat_env
 from specchat.native.llama_tools import cache_dir
 
 ROOT = Path(__file__).resolve().parents[2]
-LAST_SINGLE_FILE_POLICY = "fd2a663"
-"""The last commit whose policy was one file (what policy_ab compares a revision with)."""
 KEPT = {  # module -> (its arguments, a line its output must have)
     "vs_llamacpp": (["--repeats", "1", "--tokens", "16", "--k", "3"],
                     "Speculative over target-only"),
     "policy_vs_llamacpp": (["--repeats", "1", "--categories", "short", "--k", "2", "--n-max", "2",
                             "--results", "{tmp}/results"], "**whole suite**"),
-    "policy_ab": (["--against", LAST_SINGLE_FILE_POLICY, "--repeats", "1", "--categories",
-                   "short"], f"tree over {LAST_SINGLE_FILE_POLICY}"),
+    "policy_ab": (["--against", "HEAD", "--repeats", "1", "--categories", "short", "--tokens",
+                   "8"], "the same tokens from HEAD and tree: "),
     "horizon_ab": (["--repeats", "1", "--categories", "short"], "reply lengths over 32 tokens"),
     "gemm_patch": (["--target", "{q4_0}", "--repeats", "1", "--sizes", "1,4,8"],
                    "the same bits before and after: yes"),

@@ -70,7 +70,7 @@ def test_stop_ends_a_reply_at_the_end_of_the_context(small):
                           Conversation(messages=short_history(8)), "stop")
     turn = list(session.turn("write a long answer", GenerationSettings(max_tokens=150)))[-1]
     assert isinstance(turn, TurnEvent)
-    assert turn.stop_reason == "context_full" and turn.context_shifts == 0
+    assert turn.stop_reason == "context_full" and turn.counts.context_shifts == 0
 
 
 # -- the rule, for any conversation --------------------------------------------------------------

@@ -168,5 +168,5 @@ def test_ctrl_c_while_the_main_thread_prints_stops_the_reply_not_specchat(tmp_pa
         signal.signal(signal.SIGINT, found)
         target.close()
     turn = turn_of(events)
-    assert turn.stop_reason == "cancelled" and turn.n_tokens > 0
+    assert turn.stop_reason == "cancelled" and turn.counts.n_tokens > 0
     assert session.conversation.messages[-1] == ("assistant", turn.text)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from specchat.engine.events import DERIVED, TurnEvent
-from specchat.trace import VERSION, read_trace, shipped_traces
+from specchat.trace import VERSION, event_from_json, read_trace, shipped_traces
 
 
 def turns(events) -> list[TurnEvent]:
@@ -23,9 +23,9 @@ def test_every_shipped_trace_replays_with_the_rates_it_wrote(path):
     read = turns(read_trace(path).events)
     assert written and len(read) == len(written)
     for data, turn in zip(written, read):
-        assert turn.decode_tokens >= 0
+        assert turn.counts.decode_tokens >= 0
         for name in (n for n in DERIVED if n in data):  # the oldest wrote no speedup
-            assert getattr(turn, name) == pytest.approx(data[name], rel=1e-9), name
+            assert getattr(turn.counts, name) == pytest.approx(data[name], rel=1e-9), name
 
 
 def test_a_trace_of_this_version_reads_its_counts_not_its_rates(tiny, tmp_path):
@@ -39,9 +39,11 @@ def test_a_trace_of_this_version_reads_its_counts_not_its_rates(tiny, tmp_path):
     assert json.loads(lines[0])["version"] == VERSION == 2
     turn = turns(read_trace(path).events)[0]
     data = json.loads(lines[-1])
-    assert turn.n_drafted > 0 and turn.acceptance_rate == data["acceptance_rate"]
+    assert turn.counts.n_drafted > 0 and turn.counts.acceptance_rate == data["acceptance_rate"]
     data |= {"acceptance_rate": 0.123, "tokens_per_second": 1.0, "speedup": 9.0}
     path.write_text("\n".join([*lines[:-1], json.dumps(data)]) + "\n", encoding="utf-8")
     again = turns(read_trace(path).events)[0]
-    assert again.acceptance_rate == turn.n_accepted / turn.n_drafted
-    assert again.tokens_per_second == turn.tokens_per_second and again.speedup == turn.speedup
+    assert again.counts.acceptance_rate == turn.counts.n_accepted / turn.counts.n_drafted
+    assert (again.counts.tokens_per_second, again.counts.speedup) == (turn.counts.tokens_per_second,
+                                                                      turn.counts.speedup)
+    assert event_from_json(json.loads(json.dumps(turn.to_json()))) == turn  # flat and back

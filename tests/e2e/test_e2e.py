@@ -100,7 +100,7 @@ def test_greedy_speculation_equals_target_only_up_to_a_near_tie(
     else:
         spec = SpeculativeEngine(target, NgramDrafter(3), GREEDY, DraftSettings(k=3))
     tokens, turn = reply(spec, prompt)
-    assert turn.n_tokens > 0
+    assert turn.counts.n_tokens > 0
     unsure = any(e.q is not None and e.q < 0.9 and not e.branch for e in tokens)
     if drafter.endswith("tree") and unsure:  # beside a draft token under 0.9: a branch
         assert any(e.branch for e in tokens)
@@ -122,8 +122,8 @@ def test_every_token_is_the_argmax_of_the_logits_the_engine_computed(pair):
     for event in tokens:
         if event.kind != "rejected":
             assert event.id == int(recording.rows[n_prompt + event.position].argmax())
-    assert turn.n_drafted > 0 and turn.acceptance_rate > 0.5
-    assert turn.target_passes < turn.n_tokens  # speculation saved target passes
+    assert turn.counts.n_drafted > 0 and turn.counts.acceptance_rate > 0.5
+    assert turn.counts.target_passes < turn.counts.n_tokens  # speculation saved target passes
 
 
 def test_tree_sampling_keeps_the_targets_distribution_on_the_real_pair(pair):
@@ -208,7 +208,7 @@ def check_pair(target, draft, prompt: str, n_tokens: int) -> None:
     spec = SpeculativeEngine(target, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
                              GREEDY, DraftSettings(k=3))
     turn = list(ChatSession(spec).turn(prompt, settings))[-1]
-    assert turn.n_drafted > 0 and turn.acceptance_rate > 0.5
+    assert turn.counts.n_drafted > 0 and turn.counts.acceptance_rate > 0.5
     assert_same_up_to_a_near_tie(base_events, turn, near_tie, target=target,
                                  ceiling=NEAR_TIE_CEILING)
 

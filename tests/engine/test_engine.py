@@ -102,11 +102,11 @@ def test_verdicts_partition_the_draft(models):
     events, turn = run(engine, ids, max_tokens=40)
     rounds = [e for e in events if isinstance(e, RoundEvent)]
     tokens = [e for e in events if isinstance(e, TokenEvent)]
-    assert sum(r.drafted for r in rounds) == turn.n_drafted > 0
-    assert sum(r.accepted for r in rounds) == turn.n_accepted
+    assert sum(r.drafted for r in rounds) == turn.counts.n_drafted > 0
+    assert sum(r.accepted for r in rounds) == turn.counts.n_accepted
     kept = [e for e in tokens if e.kind is not TokenKind.REJECTED]
     assert [e.id for e in kept] == turn.token_ids
-    assert [e.position for e in kept] == list(range(turn.n_tokens))
+    assert [e.position for e in kept] == list(range(turn.counts.n_tokens))
     assert "".join(e.text for e in kept) == turn.text
     assert tokens[0].kind is TokenKind.TARGET
     for r in rounds[1:]:
@@ -118,9 +118,9 @@ def test_verdicts_partition_the_draft(models):
             assert kinds[-1] is TokenKind.CORRECTED
         elif turn.stop_reason != "max_tokens" or r is not rounds[-1]:
             assert kinds[-1] is TokenKind.BONUS
-    assert turn.target_passes == len(rounds)
-    assert 0 < turn.acceptance_rate <= 1
-    assert len(turn.accepted_by_position) <= 4
+    assert turn.counts.target_passes == len(rounds)
+    assert 0 < turn.counts.acceptance_rate <= 1
+    assert len(turn.counts.accepted_by_position) <= 4
 
 
 def test_each_round_reports_the_targets_running_confidence_before_it(models):
@@ -143,7 +143,7 @@ def test_each_round_reports_the_targets_running_confidence_before_it(models):
             pending.append(e.p)
     reported = [e.target_conf for e in events if isinstance(e, RoundEvent)]
     assert reported[0] is None and expected[0] is None
-    assert 0 < turn.n_accepted < turn.n_drafted  # rows after a refusal must not count
+    assert 0 < turn.counts.n_accepted < turn.counts.n_drafted  # rows after a refusal must not count
     assert reported[1:] == pytest.approx(expected[1:])
 
 
@@ -180,7 +180,7 @@ def test_confidence_stop_drafts_only_tokens_above_p_min(models):
                          ids, max_tokens=40)
     drafted = [e for e in events if isinstance(e, TokenEvent) and e.q is not None]
     assert drafted and all(e.q >= 0.9 for e in drafted)
-    assert strict.n_drafted < loose.n_drafted
+    assert strict.counts.n_drafted < loose.counts.n_drafted
 
 
 def test_a_model_drafter_runs_no_pass_for_a_token_the_plan_would_not_keep(models):
@@ -211,7 +211,7 @@ def test_a_draft_that_has_not_read_the_prompt_reports_its_catch_up_once(models):
     # one or two tokens any round reads
     assert rounds[1].catchup_tokens == len(ids) - 1 and rounds[1].catchup_s > 0
     assert all(r.catchup_tokens == 0 and r.catchup_s == 0 for r in rounds[:1] + rounds[2:])
-    assert (turn.catchup_tokens, turn.catchup_s) == (len(ids) - 1, rounds[1].catchup_s)
+    assert (turn.counts.catchup_tokens, turn.counts.catchup_s) == (len(ids) - 1, rounds[1].catchup_s)
 
 
 def test_drafts_shorter_than_n_min_are_dropped(models):
@@ -219,7 +219,7 @@ def test_drafts_shorter_than_n_min_are_dropped(models):
     engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY,
                                DraftSettings(k=3, n_min=4))
     _, turn = run(engine, prompt_ids(target, "n min"), max_tokens=12)
-    assert turn.n_drafted == 0 and turn.target_passes == turn.rounds
+    assert turn.counts.n_drafted == 0 and turn.counts.target_passes == turn.counts.rounds
 
 
 # -- caches hold exactly the accepted tokens ---------------------------------------------------
@@ -254,7 +254,7 @@ def test_caches_hold_accepted_tokens_after_each_round_and_after_cancel(models):
     follow = committed + prompt_ids(target, " more")
     passes_before = list(target.tokens)
     _, turn2 = run(engine, follow, max_tokens=8)
-    assert turn2.n_tokens == 8
+    assert turn2.counts.n_tokens == 8
     assert target.tokens[: len(passes_before)] == passes_before
 
 
@@ -278,7 +278,7 @@ def test_next_turn_evaluates_only_new_tokens(models):
     finally:
         del target._inner.eval
     # the first pass of the second turn evaluated the new tokens plus at most the last reply token
-    assert len(evaluated) - (second.n_tokens - 1) <= len(new) + 1
+    assert len(evaluated) - (second.counts.n_tokens - 1) <= len(new) + 1
 
 
 # -- n-gram drafter ---------------------------------------------------------------------------
@@ -314,7 +314,7 @@ def test_reply_never_ends_inside_a_multibyte_character(models):
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         assert turn.text == decoder.decode(raw)
         assert decoder.getstate()[0] == b"", "the reply ends inside a UTF-8 character"
-        extended += turn.n_tokens > 7
+        extended += turn.counts.n_tokens > 7
     assert extended, "no reply reached max_tokens inside a character: the test proves nothing"
 
 
@@ -344,7 +344,7 @@ def test_generation_stops_when_the_context_is_full(tiny):
     prompt = [65 + i % 20 for i in range(small.n_ctx - 30)]
     _, turn = run(engine, prompt, max_tokens=100)
     assert turn.stop_reason == "context_full"
-    assert len(prompt) + turn.n_tokens == small.n_ctx + 1  # the last token needs no evaluation
+    assert len(prompt) + turn.counts.n_tokens == small.n_ctx + 1  # the last token needs no evaluation
     small.close()
 
 
@@ -379,7 +379,7 @@ def test_time_the_consumer_takes_is_not_counted_against_the_engine(models):
     assert pauses >= 0.5
     # the engine's own time is what is left of the whole once the consumer's pauses are taken
     # out, on a quiet machine or a loaded one (counting the pauses would exceed this by 0.5 s)
-    assert 0 < turn.wall_s <= elapsed - pauses
+    assert 0 < turn.counts.wall_s <= elapsed - pauses
 
 
 def test_sampling_verdicts_carry_the_uniform_they_were_tested_with(models):
@@ -417,16 +417,17 @@ def test_the_speedup_baseline_is_timed_in_the_turn_and_after_it_and_leaves_no_tr
         _, after = run(engine, follow, max_tokens=12)
         runs[steps] = (events, turn, after)
     plain, probed = runs[0][1], runs[3][1]
-    assert plain.speedup is None and plain.baseline_source == "not measured"
+    assert plain.counts.speedup is None and plain.counts.baseline_source == "not measured"
     rounds = [e for e in runs[3][0] if isinstance(e, RoundEvent)]
     assert BASELINE_EVERY < len(rounds) < 2 * BASELINE_EVERY  # one step in the turn, two after
     first = len(ids) + sum(r.emitted for r in rounds[:BASELINE_EVERY])
-    depth = len(ids) + probed.n_tokens
-    assert probed.baseline_source == f"3 target-only steps at depths {first}-{depth}"
-    assert probed.baseline_tokens_per_second and probed.baseline_tokens_per_second > 0
-    assert probed.speedup == pytest.approx(probed.tokens_per_second / probed.baseline_tokens_per_second)
+    depth = len(ids) + probed.counts.n_tokens
+    assert probed.counts.baseline_source == f"3 target-only steps at depths {first}-{depth}"
+    assert probed.counts.baseline_tokens_per_second and probed.counts.baseline_tokens_per_second > 0
+    c = probed.counts
+    assert c.speedup == pytest.approx(c.tokens_per_second / c.baseline_tokens_per_second)
     assert probed.token_ids == plain.token_ids and runs[3][2].token_ids == runs[0][2].token_ids
-    assert probed.target_passes == plain.target_passes  # the steps' passes are not the reply's
+    assert probed.counts.target_passes == plain.counts.target_passes  # the steps' passes are not the reply's
 
 
 class SlowSingles:
@@ -454,10 +455,10 @@ def test_baseline_steps_in_a_turn_add_nothing_to_its_decode_time(models):
     events, turn = run(engine, prompt_ids(target, "slow singles"), max_tokens=40,
                        baseline_steps=2)
     rounds = [e for e in events if isinstance(e, RoundEvent)]
-    assert len(rounds) > 2 * BASELINE_EVERY and turn.baseline_source.startswith("2 target-only steps at depths ")
-    assert 1 / turn.baseline_tokens_per_second > pause  # the steps were the slow one-token passes
+    assert len(rounds) > 2 * BASELINE_EVERY and turn.counts.baseline_source.startswith("2 target-only steps at depths ")
+    assert 1 / turn.counts.baseline_tokens_per_second > pause  # the steps were the slow one-token passes
     own = sum(r.draft_s + r.verify_s for r in rounds[1:])  # decode time starts at the first token
-    assert turn.decode_s < own + pause / 2
+    assert turn.counts.decode_s < own + pause / 2
 
 
 def test_a_target_only_turn_is_its_own_baseline_and_a_stopped_turn_has_none(models):
@@ -465,13 +466,13 @@ def test_a_target_only_turn_is_its_own_baseline_and_a_stopped_turn_has_none(mode
     ids = prompt_ids(target, "own baseline")
     _, alone = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=16,
                    baseline_steps=3)
-    assert alone.baseline_source == "this turn (target only)" and alone.speedup == pytest.approx(1.0)
+    assert alone.counts.baseline_source == "this turn (target only)" and alone.counts.speedup == pytest.approx(1.0)
     cancel = threading.Event()
     cancel.set()
     engine = SpeculativeEngine(target, make_drafter("model", draft), GREEDY, DraftSettings(k=3))
     stopped = turn_of(engine.generate(ids, GenerationSettings(max_tokens=16, baseline_steps=3),
                                       cancel))
-    assert stopped.stop_reason == "cancelled" and stopped.baseline_tokens_per_second is None
+    assert stopped.stop_reason == "cancelled" and stopped.counts.baseline_tokens_per_second is None
 
 
 def test_a_long_replys_baseline_steps_spread_over_its_depths():
@@ -514,5 +515,5 @@ def test_each_round_the_adaptive_policy_declines_says_why_and_the_turn_sums_it_u
     last_drafted = max((r.round for r in rounds if r.drafted), default=-1)
     stop = next(r for r in declined if r.round > last_drafted)  # where the last stretch began
     turn = turn_of(events)
-    assert turn.drafting_note.startswith("stopped at token") and turn.drafting_note.endswith(
+    assert turn.diagnostics.drafting_note.startswith("stopped at token") and turn.diagnostics.drafting_note.endswith(
         ": " + stop.why)

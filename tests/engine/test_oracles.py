@@ -35,12 +35,17 @@ def plain(models):
     rows = target.record()
     events, turn = run(SpeculativeEngine(target, NoDrafter(), GREEDY), prompt_ids(target, PROMPT),
                        max_tokens=24)
-    assert turn.stop_reason == "max_tokens" and turn.n_tokens >= 24  # or a character more
+    assert turn.stop_reason == "max_tokens" and turn.counts.n_tokens >= 24  # or a character more
     return events, turn, dict(rows)
 
 
 def gaps(events) -> dict[int, float]:
     return {e.position: e.logit_gap for e in events if isinstance(e, TokenEvent)}
+
+
+def with_ids(turn, ids: list[int]):
+    """The turn with other tokens, counted."""
+    return replace(turn, token_ids=ids, counts=replace(turn.counts, n_tokens=len(ids)))
 
 
 def with_token(turn, at: int, token: int):
@@ -65,9 +70,8 @@ def test_a_mutant_reply_fails_with_its_own_message(plain, mutant):
     events, turn, rows = plain
     other = {
         "as built": turn,
-        "one token short": replace(turn, token_ids=turn.token_ids[:-1], n_tokens=turn.n_tokens - 1),
-        "one token long": replace(turn, token_ids=[*turn.token_ids, turn.token_ids[-1]],
-                                  n_tokens=turn.n_tokens + 1),
+        "one token short": with_ids(turn, turn.token_ids[:-1]),
+        "one token long": with_ids(turn, [*turn.token_ids, turn.token_ids[-1]]),
         "another stop reason": replace(turn, stop_reason="eos"),
     }[mutant]
     if mutant == "as built":
@@ -95,7 +99,7 @@ def test_a_parting_passes_at_a_near_tie_and_fails_where_the_target_was_sure(plai
     first, fails the second with its own message, and past the parting the replies may
     differ in anything."""
     _, turn, rows = plain
-    at = turn.n_tokens // 2
+    at = turn.counts.n_tokens // 2
     position = len(turn.prompt_token_ids) + at
     judged = near_tie_rows(rows, position, gap)
     other = [t + 1 if t < 200 else t - 1 for t in turn.token_ids]
@@ -113,7 +117,7 @@ def test_the_near_tie_threshold_never_rises_above_its_ceiling(plain, threshold):
     """A parting where the target-only gap is 0.5: it fails at a threshold of 0.001 and at
     one of 10, which the oracle caps at NEAR_TIE_CEILING."""
     _, turn, rows = plain
-    at = turn.n_tokens // 2
+    at = turn.counts.n_tokens // 2
     judged = near_tie_rows(rows, len(turn.prompt_token_ids) + at, 0.5)
     wrong = with_token(turn, at, (turn.token_ids[at] + 1) % 200 + 3)
     with pytest.raises(AssertionError, match=f"above the near-tie threshold {NEAR_TIE_CEILING:.4f}"
@@ -132,7 +136,7 @@ def test_an_engine_that_drops_the_last_token_fails_the_greedy_rule(models, monke
         events = list(generate(self, *args, **kwargs))
         if not isinstance(self.drafter, NoDrafter):
             turn = events[-1]
-            events[-1] = replace(turn, token_ids=turn.token_ids[:-1], n_tokens=turn.n_tokens - 1)
+            events[-1] = with_ids(turn, turn.token_ids[:-1])
         yield from events
 
     def check() -> None:
@@ -158,9 +162,7 @@ def test_a_finished_turn_alone_is_judged_by_the_rows_target_only_computed(plain,
     assert all(np.array_equal(rebuilt[at], rows[at]) for at in rows)
     assert_same_up_to_a_near_tie([turn], turn, 0.0, rebuilt)
     for other, message in (
-            (replace(turn, token_ids=turn.token_ids[:-1], n_tokens=turn.n_tokens - 1),
-             "above the near-tie threshold"),
-            (replace(turn, token_ids=[*turn.token_ids, 5], n_tokens=turn.n_tokens + 1),
-             "where target-only stopped at max_tokens after")):
+            (with_ids(turn, turn.token_ids[:-1]), "above the near-tie threshold"),
+            (with_ids(turn, [*turn.token_ids, 5]), "where target-only stopped at max_tokens after")):
         with pytest.raises(AssertionError, match=message):
             assert_same_up_to_a_near_tie([turn], other, 0.0, rebuilt)

@@ -56,19 +56,19 @@ def test_every_speculative_turn_reports_its_interval_from_all_its_baseline_steps
     turn = turn_of(engine.generate(prompt_ids(target, text),
                                    GenerationSettings(max_tokens=64, baseline_steps=6)))
     # all six steps are timed, past an end of generation too
-    assert turn.baseline_source.startswith("6 target-only steps at depth")
-    if turn.rounds <= 2:  # one decoded round or none: nothing to resample, no interval
-        assert turn.speedup_low is None and turn.speedup_high is None
-        assert speedup_words(turn).startswith(f"{turn.speedup:.2f}x")
+    assert turn.counts.baseline_source.startswith("6 target-only steps at depth")
+    if turn.counts.rounds <= 2:  # one decoded round or none: nothing to resample, no interval
+        assert turn.counts.speedup_low is None and turn.counts.speedup_high is None
+        assert speedup_words(turn).startswith(f"{turn.counts.speedup:.2f}x")
     else:  # a percentile bootstrap need not hold the point itself: only its own order
-        assert turn.speedup_low is not None and turn.speedup_high is not None
-        assert 0 < turn.speedup_low <= turn.speedup_high
+        assert turn.counts.speedup_low is not None and turn.counts.speedup_high is not None
+        assert 0 < turn.counts.speedup_low <= turn.counts.speedup_high
         words = speedup_words(turn)
-        if turn.speedup_low <= 1.0 <= turn.speedup_high:
+        if turn.counts.speedup_low <= 1.0 <= turn.counts.speedup_high:
             assert words.startswith("about the same as target-only")
             assert slower_why(turn).startswith(" · about the same")
         else:
-            assert words.startswith(f"{turn.speedup:.2f}x (95%: ")
+            assert words.startswith(f"{turn.counts.speedup:.2f}x (95%: ")
 
 
 class EndsAtOnce:
@@ -91,5 +91,5 @@ def test_the_baseline_times_every_step_past_an_end_of_generation(models):
                                GREEDY, DraftSettings(k=3))
     turn = turn_of(engine.generate(prompt_ids(target, "hello world"),
                                    GenerationSettings(max_tokens=64, baseline_steps=6)))
-    assert turn.stop_reason == "eos" and turn.n_tokens == 0
-    assert turn.baseline_source.startswith("6 target-only steps")  # one, before: it stopped
+    assert turn.stop_reason == "eos" and turn.counts.n_tokens == 0
+    assert turn.counts.baseline_source.startswith("6 target-only steps")  # one, before: it stopped

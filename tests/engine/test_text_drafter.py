@@ -86,7 +86,7 @@ def test_the_draft_proposes_target_tokens_and_keeps_its_cache(text_pair):
     prompt = prompt_ids(target, "f(x) = (y)")
     events, turn = run(engine, prompt, max_tokens=24)
     rounds = [e for e in events if isinstance(e, RoundEvent) and e.drafted]
-    assert rounds and turn.n_drafted > 0 and turn.n_accepted > 0
+    assert rounds and turn.counts.n_drafted > 0 and turn.counts.n_accepted > 0
     # each round says what the draft wrote in its own tokens, which step-through shows
     assert all(r.draft_pieces for r in rounds)
     last = max(i for i, e in enumerate(events) if isinstance(e, RoundEvent) and e.drafted)

@@ -51,9 +51,9 @@ def test_the_race_figures_are_the_recorded_rates_ratio():
     text = _text("prose_vs_code")
     for kind in ("code", "prose"):
         plain, spec = _turn(f"{kind}-target-only"), _turn(f"{kind}-0.5b-draft-k3")
-        ratio = spec.tokens_per_second / plain.tokens_per_second
+        ratio = spec.counts.tokens_per_second / plain.counts.tokens_per_second
         row = next(line for line in text.splitlines() if line.strip().startswith(kind))
-        assert f"{plain.tokens_per_second:.1f} tok/s" in row and f"{ratio:.2f}x" in row
+        assert f"{plain.counts.tokens_per_second:.1f} tok/s" in row and f"{ratio:.2f}x" in row
 
 
 def test_the_cache_step_keeps_the_context_and_the_drafts_that_stood():

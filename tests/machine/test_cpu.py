@@ -49,7 +49,7 @@ def turn_beside(loops: int, model):
         ids = target.tokenize(target.render_chat([("user", "tell me everything")]))
         turn = turn_of(engine.generate(ids, GenerationSettings(max_tokens=3000)))
         target.close()
-        assert turn.wall_s > 1.0
+        assert turn.counts.wall_s > 1.0
         return turn
     finally:
         for p in busy:
@@ -64,16 +64,16 @@ def test_a_turn_beside_busy_programs_says_its_timings_are_unreliable(tmp_path):
     write_tiny_gguf(model, TinySpec(seed=0, n_ctx=65536))  # its replies run for a minute
     cores = os.cpu_count() or 2  # the share is the whole machine's: a loop for every core
     for turn in (turn_beside(0, model), crowded := turn_beside(cores, model)):
-        assert turn.others_cpu is not None
-        note = busy_note(turn.others_cpu)
-        if turn.others_cpu < BUSY_SHARE:
+        assert turn.diagnostics.others_cpu is not None
+        note = busy_note(turn.diagnostics.others_cpu)
+        if turn.diagnostics.others_cpu < BUSY_SHARE:
             assert note == "" and "other programs" not in stats_line(turn).lower()
         else:
-            assert note.startswith(f"other programs used {turn.others_cpu:.0%} of the CPU")
+            assert note.startswith(f"other programs used {turn.diagnostics.others_cpu:.0%} of the CPU")
             assert note.endswith("its timings are unreliable")
             assert "Other programs used" in stats_line(turn)
             assert slower_why(turn) == f" · {note}"  # no speedup explained from such timings
-    assert crowded.others_cpu >= BUSY_SHARE  # a loop a core: at least half the CPU
+    assert crowded.diagnostics.others_cpu >= BUSY_SHARE  # a loop a core: at least half the CPU
 
 
 @given(st.integers(0, 200), st.integers(1, 64))
@@ -123,14 +123,14 @@ def test_a_turn_runs_on_the_threads_the_watch_gives_and_a_fixed_count_stays(tmp_
     def turns() -> list:
         return [turn_of(e.generate(ids, GenerationSettings(max_tokens=8))) for e in engines]
 
-    assert [t.threads for t in turns()] == [min(2, auto.n_threads), 2]
+    assert [t.diagnostics.threads for t in turns()] == [min(2, auto.n_threads), 2]
     busy["others"] = 1
     crowded = turns()
-    assert [t.threads for t in crowded] == [1, 2]
+    assert [t.diagnostics.threads for t in crowded] == [1, 2]
     assert "threads 1 (the other cores were busy before it)" in stats_line(crowded[0])
     busy["others"] = 0
-    assert [t.threads for t in turns()] == [min(2, auto.n_threads), 2]  # the cores came back
+    assert [t.diagnostics.threads for t in turns()] == [min(2, auto.n_threads), 2]  # the cores came back
     engines[0].watch = None  # no watch: the threads are left as they are, and not reported
-    assert turn_of(engines[0].generate(ids, GenerationSettings(max_tokens=4))).threads is None
+    assert turn_of(engines[0].generate(ids, GenerationSettings(max_tokens=4))).diagnostics.threads is None
     auto.close()
     fixed.close()

@@ -112,8 +112,8 @@ def test_a_good_server_gives_a_reply_on_one_kept_connection(server):
     before = server.connections
     events = a_turn(server.url)
     turn = events[-1]
-    assert isinstance(turn, TurnEvent) and turn.text == "hi there" and turn.n_accepted == 1
-    assert turn.server["predicted_per_second"] == 9.5
+    assert isinstance(turn, TurnEvent) and turn.text == "hi there" and turn.counts.n_accepted == 1
+    assert turn.diagnostics.server["predicted_per_second"] == 9.5
     # /v1/models, /slots, /apply-template and /tokenize on one connection, the stream on its own
     assert server.connections - before == 2
 

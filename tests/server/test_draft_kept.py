@@ -89,7 +89,7 @@ def test_replies_drafted_at_once_in_two_slots_equal_each_drafted_alone(server_bi
             t.join(120)
         for text in PROMPTS:
             assert together[text].token_ids == alone[text].token_ids
-            assert together[text].n_drafted == alone[text].n_drafted
-            assert together[text].n_accepted == alone[text].n_accepted
+            assert together[text].counts.n_drafted == alone[text].counts.n_drafted
+            assert together[text].counts.n_accepted == alone[text].counts.n_accepted
     finally:
         server.stop()

@@ -26,7 +26,7 @@ def test_a_room_s_servers_make_the_rates_and_the_shipped_traces_the_probabilitie
     live = recordings.recording("code")
     assert "generated now on the room's servers" in live.source and not live.probabilities
     plain, spec = live.turns
-    assert isinstance(plain, TurnEvent) and plain.n_drafted == 0 and spec.n_drafted > 0
+    assert isinstance(plain, TurnEvent) and plain.counts.n_drafted == 0 and spec.counts.n_drafted > 0
     for name in ("target_step", "acceptance", "latency"):
         assert all("room's servers" in s for s in run_demo(name, recordings, STYLES).sources)
     servers, edit = run_demo("prose_vs_code", recordings, STYLES).sources  # code and prose

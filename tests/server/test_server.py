@@ -52,15 +52,15 @@ def test_every_token_and_round_agrees_with_the_servers_own_counters(spec_server)
     rounds = [e for e in events if isinstance(e, RoundEvent)]
     kept = [t for t in tokens if t.kind is not TokenKind.REJECTED]
     # the reply is every token that is not a rejected draft, in order
-    assert "".join(t.text for t in kept) == turn.text and len(kept) == turn.n_tokens == 40
+    assert "".join(t.text for t in kept) == turn.text and len(kept) == turn.counts.n_tokens == 40
     assert [t.position for t in kept] == list(range(40))
     # the server's counters, token by token, add up to its own final numbers
-    assert turn.server is not None and turn.n_tokens == turn.server["predicted_n"]
-    assert turn.n_drafted == turn.server["draft_n"] > 0
-    assert turn.n_accepted == turn.server["draft_n_accepted"]
-    assert sum(t.kind is TokenKind.ACCEPTED for t in tokens) == turn.n_accepted
-    assert sum(t.kind is TokenKind.REJECTED for t in tokens) == turn.n_drafted - turn.n_accepted
-    assert sum(r.emitted for r in rounds) == turn.n_tokens and turn.rounds == len(rounds)
+    assert turn.diagnostics.server is not None and turn.counts.n_tokens == turn.diagnostics.server["predicted_n"]
+    assert turn.counts.n_drafted == turn.diagnostics.server["draft_n"] > 0
+    assert turn.counts.n_accepted == turn.diagnostics.server["draft_n_accepted"]
+    assert sum(t.kind is TokenKind.ACCEPTED for t in tokens) == turn.counts.n_accepted
+    assert sum(t.kind is TokenKind.REJECTED for t in tokens) == turn.counts.n_drafted - turn.counts.n_accepted
+    assert sum(r.emitted for r in rounds) == turn.counts.n_tokens and turn.counts.rounds == len(rounds)
     for r in rounds:  # a step: its accepted drafts, then the target's own token
         mine = [t for t in kept if t.round == r.round]
         assert [t.kind for t in mine[:-1]] == [TokenKind.ACCEPTED] * r.accepted
@@ -68,7 +68,7 @@ def test_every_token_and_round_agrees_with_the_servers_own_counters(spec_server)
                 TokenKind.BONUS if r.accepted == r.drafted else TokenKind.CORRECTED)
         assert mine[-1].kind is ends and r.emitted == r.accepted + 1
     assert session.conversation.messages == [("user", PROMPT), ("assistant", turn.text)]
-    assert turn.speedup is None and turn.baseline_source.startswith(
+    assert turn.counts.speedup is None and turn.counts.baseline_source.startswith(
         "not measured (give --baseline-server")
 
 
@@ -77,16 +77,16 @@ def test_the_speedup_is_measured_against_the_same_target_alone_on_a_second_serve
     session = ServerSession.connect(spec_server.url, plain_server.url, GREEDY)
     turn = list(session.turn(PROMPT, GenerationSettings(max_tokens=40, baseline_steps=6)))[-1]
     # the steps whose tokens arrived (a held-back token's arrival is not seen)
-    steps, how = turn.baseline_source.split(" ", 1)
+    steps, how = turn.counts.baseline_source.split(" ", 1)
     assert 1 <= int(steps) <= 6
     assert how == (f"target-only steps on {plain_server.url} at depth "
                    f"{len(turn.prompt_token_ids) + 40}")
-    assert turn.speedup == pytest.approx(turn.tokens_per_second / turn.baseline_tokens_per_second)
+    assert turn.counts.speedup == pytest.approx(turn.counts.tokens_per_second / turn.counts.baseline_tokens_per_second)
     assert session.conversation.messages[-1] == ("assistant", turn.text)  # its tokens not kept
     down = ServerSession.connect(spec_server.url, "http://127.0.0.1:9", GREEDY)
     turn = list(down.turn(PROMPT, GenerationSettings(max_tokens=8, baseline_steps=4)))[-1]
-    assert turn.n_tokens == 8 and turn.speedup is None  # the reply stands without its speedup
-    assert "http://127.0.0.1:9 is not answering" in turn.baseline_source
+    assert turn.counts.n_tokens == 8 and turn.counts.speedup is None  # the reply stands without its speedup
+    assert "http://127.0.0.1:9 is not answering" in turn.counts.baseline_source
 
 
 def test_bench_runs_the_suite_on_the_server_beside_the_engine_here(spec_server, plain_server,
@@ -122,7 +122,7 @@ def test_a_streamed_reply_is_the_servers_whole_reply(spec_server, tiny):
     assert streamed.prompt_token_ids == local[-1].prompt_token_ids  # its template and tokens
     whole, stop, _ = whole_reply(ServerClient(spec_server.url), streamed.prompt_token_ids,
                                  GREEDY, 40, 0)
-    assert (streamed.n_tokens, streamed.stop_reason) == (len(whole), stop)
+    assert (streamed.counts.n_tokens, streamed.stop_reason) == (len(whole), stop)
     named = [i for i, t in enumerate(streamed.token_ids) if t != UNKNOWN_ID]
     assert len(named) > len(whole) // 2
     assert [streamed.token_ids[i] for i in named] == [whole[i] for i in named]
@@ -137,10 +137,10 @@ def test_a_stopped_reply_keeps_what_came_and_the_server_answers_the_next(spec_se
         if isinstance(event, TokenEvent) and event.position == 5:
             cancel.set()
     turn = events[-1]
-    assert turn.stop_reason == "cancelled" and 6 <= turn.n_tokens < 400
+    assert turn.stop_reason == "cancelled" and 6 <= turn.counts.n_tokens < 400
     assert session.conversation.messages[-1] == ("assistant", turn.text)
     _, again = server_turn(spec_server.url, max_tokens=8)
-    assert again[-1].n_tokens == 8  # the slot was freed: the server is not still generating
+    assert again[-1].counts.n_tokens == 8  # the slot was freed: the server is not still generating
 
 
 def test_a_server_that_dies_mid_reply_is_named_and_the_conversation_is_kept(server_binary,
@@ -170,7 +170,7 @@ def test_ask_and_chat_with_server_and_a_server_that_is_down(spec_server, tmp_pat
     turn = json.loads(proc.stdout.splitlines()[-1])
     assert turn["type"] == "turn" and turn["n_tokens"] == 12 and "draft_n" in turn["server"]
     recorded = read_trace(trace)  # a server's turn replays like any other
-    assert recorded.events[-1].server == turn["server"] and recorded.meta["draft"].startswith("server: ")
+    assert recorded.events[-1].diagnostics.server == turn["server"] and recorded.meta["draft"].startswith("server: ")
     chat = specchat("chat", "--server", spec_server.url, "--max-tokens", "8", tmp_path=tmp_path,
                     stdin="first\nsecond\n")
     assert chat.returncode == 0, chat.stderr
@@ -198,7 +198,7 @@ def test_the_app_on_a_server_streams_counted_verdicts_and_says_whose_numbers(spe
             assert "rejected draft (✗: count only)" in str(screen.query_one(Legend).render())
             await say(app, pilot, "hello there")
             turn = screen.transcript.last_turn
-            assert turn.n_tokens == 16 and turn.server is not None
+            assert turn.counts.n_tokens == 16 and turn.diagnostics.server is not None
             side = str(screen.query_one(StatsPanel).render())
             assert "the server's own" in side and "decode tok/s" in side
             await pilot.press("ctrl+d")  # its draft is the server's: the menu says why not
@@ -247,9 +247,9 @@ def test_mode(mode, spec_server, plain_server, local_target):
         plain, local = run(SpeculativeEngine(target, NoDrafter(), GREEDY), ids, max_tokens=32)
         # the engine goes on past max_tokens to finish a character; the server stops at
         # n_predict: it is asked for as many tokens as the engine gave
-        tokens, stop, drafted = whole_reply(client, ids, GREEDY, local.n_tokens, 0)
-        served = dataclasses.replace(plain[-1], token_ids=tokens, n_tokens=len(tokens),
-                                     stop_reason=stop)
+        tokens, stop, drafted = whole_reply(client, ids, GREEDY, local.counts.n_tokens, 0)
+        served = dataclasses.replace(plain[-1], token_ids=tokens, stop_reason=stop,
+                                     counts=dataclasses.replace(local.counts, n_tokens=len(tokens)))
         parted = assert_same_up_to_a_near_tie(plain, served, near_tie, target=target)
         figure = ("the same reply, 32 tokens" if parted is None else
                   f"parted at token {parted[0]}, a near-tie (gap {parted[1]:.4f})")

@@ -148,12 +148,14 @@ def assert_same_up_to_a_near_tie(plain_events: list, turn: TurnEvent, near_tie: 
             f"stopped for {base.stop_reason!r}")
         return None
     at, gap = parted
-    assert not (at == base.n_tokens and base.stop_reason == "max_tokens"), (
-        f"{turn.n_tokens} tokens where target-only stopped at max_tokens after {base.n_tokens}")
+    assert not (at == base.counts.n_tokens and base.stop_reason == "max_tokens"), (
+        f"{turn.counts.n_tokens} tokens where target-only stopped at max_tokens after {base.counts.n_tokens}")
     assert gap is not None, (
-        f"the replies part at {at} ({base.n_tokens} tokens target-only, {turn.n_tokens} here) "
+        f"the replies part at {at} ({base.counts.n_tokens} tokens target-only, "
+        f"{turn.counts.n_tokens} here) "
         "where the target-only run has no row to judge a near-tie by")
-    DIVERGENCES.append(f"draft {turn.draft} ({turn.policy or 'no policy'}): parted at token {at} of {base.n_tokens}, "
+    DIVERGENCES.append(f"draft {turn.draft} ({turn.policy or 'no policy'}): parted at token {at} of "
+                       f"{base.counts.n_tokens}, "
                        f"target-only top-2 gap {gap:.4f} (near-tie threshold {near_tie:.4f})")
     assert gap <= near_tie, (f"the replies part at {at} where target-only's top-2 gap is {gap:.4f},"
                              f" above the near-tie threshold {near_tie:.4f}")
@@ -193,7 +195,7 @@ def check_long_conversation(target: Backend, draft: Backend, policy: str,
         plain_events = [e for e in plain.turn(text, settings) if not isinstance(e, ContextEvent)]
         events = list(spec.turn(text, settings))
         turn = events[-1]
-        assert isinstance(turn, TurnEvent) and turn.n_tokens > 0
+        assert isinstance(turn, TurnEvent) and turn.counts.n_tokens > 0
         assert turn.stop_reason == "max_tokens"
         assert turn.prompt_token_ids == plain_events[-1].prompt_token_ids
         assert_same_up_to_a_near_tie(plain_events, turn, near_tie)
@@ -222,17 +224,17 @@ def check_reply_makes_room(target: Backend, draft: Backend, near_tie: float) -> 
     turn = events[-1]
     assert isinstance(turn, TurnEvent) and turn.stop_reason == "max_tokens"
     shifts = [e for e in events if isinstance(e, ContextEvent) and e.during_reply]
-    assert shifts and turn.context_shifts == len(shifts)
-    assert turn.shift_tokens == sum(e.reeval_tokens for e in shifts) > 0
+    assert shifts and turn.counts.context_shifts == len(shifts)
+    assert turn.counts.shift_tokens == sum(e.reeval_tokens for e in shifts) > 0
     assert [e.left_out for e in shifts] == sorted({e.left_out for e in shifts})
-    assert turn.decode_s < turn.wall_s - turn.shift_s  # the re-evaluation is not decode time
+    assert turn.counts.decode_s < turn.counts.wall_s - turn.counts.shift_s  # the re-evaluation is not decode time
     base = [e for e in plain_events if not isinstance(e, ContextEvent)]
-    assert base[-1].context_shifts == turn.context_shifts
+    assert base[-1].counts.context_shifts == turn.counts.context_shifts
     assert_same_up_to_a_near_tie(base, turn, near_tie)
     # the target's cache holds the prompt the reply went on from and the reply (all but its
     # last token, which is never evaluated); the draft's cache is a prefix of it
     prompt = shifts[-1].prompt_tokens
-    assert len(target.tokens) in (prompt + turn.n_tokens - 1, prompt + turn.n_tokens)
+    assert len(target.tokens) in (prompt + turn.counts.n_tokens - 1, prompt + turn.counts.n_tokens)
     assert target.tokens[prompt:] == turn.token_ids[: len(target.tokens) - prompt]
     assert draft.tokens == target.tokens[: len(draft.tokens)]
     assert spec.conversation.messages[-1] == ("assistant", turn.text)
@@ -280,7 +282,7 @@ def check_sampling_rule(engine, target, ids: list[int], exact: bool = True,
     expected = expected_pairs(target, ids, engine.sampling)
     turns: list[TurnEvent] = []
     p_value = pair_chi_square_p(sampled_pairs(engine, target, ids, n, turns), expected)
-    assert sum(t.n_drafted for t in turns) > 0, "no reply drafted: the check saw no speculation"
+    assert sum(t.counts.n_drafted for t in turns) > 0, "no reply drafted: the check saw no speculation"
     assert p_value > 1e-4 if exact else p_value < 1e-4, f"chi-square p-value {p_value:.2g}"
 
 
@@ -384,7 +386,7 @@ def check_mode(mode: modes.Mode, target, draft, other_vocab, near_tie: float, mo
     else:
         figure = check_sampling_mode(spec, target, ids, turns)
     if mode.drafter != "none":
-        assert sum(t.n_drafted for t in turns) > 0, "the mode never drafted"
+        assert sum(t.counts.n_drafted for t in turns) > 0, "the mode never drafted"
     return figure
 
 
@@ -417,10 +419,10 @@ def check_mode_rows(mode: modes.Mode, target, draft, other_vocab, monkeypatch) -
         rows = target.record()
         _, turn = run(spec, ids, max_tokens=24)
         plain = target_only_rows(target._inner, turn)
-        for i in range(turn.n_tokens):
+        for i in range(turn.counts.n_tokens):
             at = len(ids) + i
             worst = max(worst, float(np.abs(rows[at] - plain[at]).max()))
-        drafted, tokens = drafted + turn.n_drafted, tokens + turn.n_tokens
+        drafted, tokens = drafted + turn.counts.n_drafted, tokens + turn.counts.n_tokens
     assert worst <= ROW_TOLERANCE, f"a sampled token's row was {worst:.4f} off target-only's"
     if mode.drafter != "none":
         assert drafted > 0, "the mode never drafted"
@@ -433,8 +435,8 @@ def check_sampling_mode(spec: SpeculativeEngine, target, ids: list[int], turns: 
     figure: the p-value, the cells, the power and how often a draft took part."""
     expected = expected_triples(target, ids, spec.sampling)
     figure = judge_triples(sampled_triples(spec, target, ids, modes.SAMPLES, turns), expected)
-    drafted = sum(t.n_drafted > 0 for t in turns[-modes.SAMPLES:]) / modes.SAMPLES
-    stood = sum(t.n_accepted > 0 for t in turns[-modes.SAMPLES:]) / modes.SAMPLES
+    drafted = sum(t.counts.n_drafted > 0 for t in turns[-modes.SAMPLES:]) / modes.SAMPLES
+    stood = sum(t.counts.n_accepted > 0 for t in turns[-modes.SAMPLES:]) / modes.SAMPLES
     return (f"{figure}; a draft in {drafted:.0%} of replies, a draft token stood in "
             f"{stood:.0%}")
 

@@ -47,6 +47,7 @@ def test_the_costs_screen_times_this_machine_and_says_why(tiny, tmp_path):
 
 
 def test_a_slower_reply_says_why_from_what_it_measured():
+    from specchat.engine.events import TurnEvent
     from specchat.engine.stats import TurnStats
     from specchat.wording import slower_why
 
@@ -55,19 +56,21 @@ def test_a_slower_reply_says_why_from_what_it_measured():
                                   policy="fixed k=3", stop_reason="max_tokens")
     from dataclasses import replace
 
-    # 30 tokens after the first in 2 s (15 tok/s) against 20 tok/s; drafting rounds of 3 tokens
-    slow = replace(turn, rounds=11, decode_s=2.0, decode_tokens=30, spec_rounds=10,
-                   spec_emitted=30, baseline_tokens_per_second=20.0)
-    fields = {f: getattr(slow, f) for f in slow.__dataclass_fields__ if f != "type"}
-    from specchat.engine.events import TurnEvent
+    def counted(**counts) -> TurnEvent:
+        return replace(turn, counts=replace(turn.counts, **counts))
 
-    assert (slow.tokens_per_second, slow.speedup, slow.mean_accepted_length) == (15.0, 0.75, 3.0)
+    # 30 tokens after the first in 2 s (15 tok/s) against 20 tok/s; drafting rounds of 3 tokens
+    slow = dict(rounds=11, decode_s=2.0, decode_tokens=30, spec_rounds=10, spec_emitted=30,
+                baseline_tokens_per_second=20.0)
+    c = counted(**slow).counts
+    assert (c.tokens_per_second, c.speedup, c.mean_accepted_length) == (15.0, 0.75, 3.0)
     # 10 rounds after the first took 2 s: 0.2 s = 4 target steps of 50 ms, for 3 tokens each
-    assert slower_why(slow) == " · 0.75x: 4.0 steps a round for 3.0 tokens (why: F7, specchat tune)"
-    assert slower_why(TurnEvent(**{**fields, "baseline_tokens_per_second": 12.5})) == ""
+    assert slower_why(counted(**slow)) == (" · 0.75x: 4.0 steps a round for 3.0 tokens (why: F7, "
+                                           "specchat tune)")
+    assert slower_why(counted(**slow | {"baseline_tokens_per_second": 12.5})) == ""
     # 30 tokens in 2 s against 1.5 s of plain steps: 0.5 s lost. A catch-up of the draft on
     # tokens it sat out that took half of that or more is the reason given, in steps
-    caught = TurnEvent(**{**fields, "catchup_tokens": 60, "catchup_s": 0.3})
+    caught = counted(**slow, catchup_tokens=60, catchup_s=0.3)
     assert slower_why(caught) == (" · 0.75x: draft catch-up on 60 tokens took 6.0 steps "
                                   "(why: F7, specchat tune)")
-    assert "steps a round" in slower_why(TurnEvent(**{**fields, "catchup_s": 0.2}))
+    assert "steps a round" in slower_why(counted(**slow, catchup_s=0.2))

@@ -51,7 +51,7 @@ def test_a_race_of_two_traces_plays_both_lanes_on_one_clock(traces, tmp_path):
             assert [p.lane.label for p in lanes] == ["target only", "speculative: tiny-draft, k=3"]
             for panel, trace in zip(lanes, (plain, spec)):
                 turn = trace.events[-1]
-                assert shown(panel) == turn.text and panel.stats.tokens == turn.n_tokens
+                assert shown(panel) == turn.text and panel.stats.tokens == turn.counts.n_tokens
                 assert panel.done_at == pytest.approx(panel.stats.t_last)
             assert HOW in str(screen.query_one("#how").render())
             assert "finished first" in str(screen.query_one("#verdict").render())

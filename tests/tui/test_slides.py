@@ -54,7 +54,7 @@ def test_f8_writes_each_finished_turn_named_after_the_conversation_and_says_wher
 
     reply = printable("".join(text for _, text in slides[1].pieces)).strip()
     assert reply and reply[:12] in printable(second)
-    assert f"accepted {slides[1].turn.n_accepted}/{slides[1].turn.n_drafted}" in second
+    assert f"accepted {slides[1].turn.counts.n_accepted}/{slides[1].turn.counts.n_drafted}" in second
     svg = (out / "chat-1-count-to-three-please-turn-1.svg").read_text(encoding="utf-8")
     assert DEFAULT_TOKEN_COLOURS["spec-accepted"] in svg  # the dark theme on screen
 

@@ -60,10 +60,10 @@ def test_replay_reproduces_the_transcript_and_the_stats_with_no_model(recorded, 
             shown = "".join(p.text for p in reply.pieces if p.kind is not TokenKind.REJECTED)
             assert shown == turn.text
             stats = app.chat_screen.transcript.stats
-            assert stats.tokens == turn.n_tokens and stats.accepted == turn.n_accepted
+            assert stats.tokens == turn.counts.n_tokens and stats.accepted == turn.counts.n_accepted
             assert app.chat_screen.transcript.last_turn == turn
             panel = str(app.chat_screen.query_one(StatsPanel).render())
-            assert f"tokens            {turn.n_tokens}" in panel
+            assert f"tokens            {turn.counts.n_tokens}" in panel
             trees = recorded.meta["settings"]["tree"]  # lost branches counted, the tree's numbers
             assert bool(lost_branches(reply.drawn_pieces())) is trees and ("tree: a round" in panel) is trees
     asyncio.run(scenario())

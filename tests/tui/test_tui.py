@@ -222,7 +222,8 @@ def test_settings_apply_to_the_next_turn_and_persist(tiny, tmp_path):
             await pilot.pause()
             assert app.chat_screen.chat.session.engine.draft_settings.k == 5
             await say(app, pilot, "short")
-            assert app.chat_screen.transcript.last_turn.n_tokens <= 7 and app.chat_screen.transcript.last_turn.k == 5
+            last = app.chat_screen.transcript.last_turn
+            assert last.counts.n_tokens <= 7 and last.k == 5
     run_async(scenario)
     saved = (tmp_path / "config.toml").read_text()
     assert "k = 5" in saved and "max_tokens = 7" in saved
@@ -303,7 +304,7 @@ def test_changing_the_target_keeps_the_chat_and_a_draft_of_another_vocabulary_dr
             # the transcript shows the draft's own tokens after each round it drafted, with
             # the rejected drafts, and hides them with them
             reply = app.chat_screen.transcript.reply
-            assert app.chat_screen.transcript.last_turn.n_drafted > 0 and any(p.own for p in reply.pieces)
+            assert app.chat_screen.transcript.last_turn.counts.n_drafted > 0 and any(p.own for p in reply.pieces)
             assert "⟨draft: " in reply.drawn
             app.chat_screen.action_toggle_rejected()
             assert "⟨draft: " not in reply.drawn

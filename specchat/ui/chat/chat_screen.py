@@ -201,7 +201,7 @@ class ChatScreen(Screen):
                                 f"{self.settings.sampling.context_policy})")
             elif isinstance(event, TurnEvent):
                 self.set_status(f"[b]{self.history.problem}[/]" if self.history.problem else
-                                f"{event.n_tokens} tokens · stop: {event.stop_reason}"
+                                f"{event.counts.n_tokens} tokens · stop: {event.stop_reason}"
                                 + slower_why(event) + drafting_words(event))
 
     def redraw(self) -> None:

@@ -77,8 +77,8 @@ class ChatView(Horizontal):
             self.query_one(StepPanel).update(describe_round(events, side.baseline))
             self.redraw(draft)
         if turn := next((e for e in events if isinstance(e, TurnEvent)), None):
-            if turn.baseline_tokens_per_second:
-                side.set_baseline(turn.baseline_tokens_per_second, turn.baseline_source)
+            if turn.counts.baseline_tokens_per_second:
+                side.set_baseline(turn.counts.baseline_tokens_per_second, turn.counts.baseline_source)
             side.show(self.transcript.stats, turn.draft, final=turn)
             self.prompt.cursor_blink = True
 

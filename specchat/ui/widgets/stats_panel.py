@@ -33,10 +33,10 @@ class StatsPanel(Static):
     def show(self, stats: TurnStats, draft: str, final: TurnEvent | None = None) -> None:
         rate = stats.tokens_per_second
         if final is not None:
-            speedup = final.speedup
+            speedup = final.counts.speedup
         else:
             speedup = rate / self.baseline if rate and self.baseline else None
-        passes = final.target_passes if final else stats.rounds
+        passes = final.counts.target_passes if final else stats.rounds
         saved = max(0, stats.tokens - passes)
         bars = " ".join(f"{i + 1}:{SPARK[min(7, int(a * 8))]}{a:.0%}"
                         for i, a in enumerate(stats.by_position))
@@ -45,8 +45,8 @@ class StatsPanel(Static):
             top = max(stats.round_rates) or 1.0
             spark = "".join(SPARK[min(7, int(8 * r / top))] for r in stats.round_rates[-28:])
         interval = ""
-        if final and final.speedup_low is not None and final.speedup_high is not None:
-            interval = (f"\n  95%: {final.speedup_low:.2f}-{final.speedup_high:.2f}"
+        if final and final.counts.speedup_low is not None and final.counts.speedup_high is not None:
+            interval = (f"\n  95%: {final.counts.speedup_low:.2f}-{final.counts.speedup_high:.2f}"
                         + ("  ≈ target-only" if about_the_same(final) else ""))
         lines = [
             f"[b]{'last turn' if final else 'this turn'}[/b]  draft: {draft}",
@@ -73,22 +73,22 @@ class StatsPanel(Static):
             lines.insert(4, f"tree: a round     {fmt(stats.verified_per_round, '.1f')} verified, "
                             f"{fmt(stats.mean_accepted_length, '.2f')} tokens gained")
         if final:
-            self.session_tokens += final.n_tokens
+            self.session_tokens += final.counts.n_tokens
             self.session_saved += saved
             lines.append(f"stop              {final.stop_reason}")
-            if final.others_cpu is not None:  # measured: say whether the machine was quiet
-                busy = bool(busy_note(final.others_cpu))
-                lines.append(f"other programs    {final.others_cpu:.0%} of the CPU"
+            if final.diagnostics.others_cpu is not None:  # measured: say whether the machine was quiet
+                busy = bool(busy_note(final.diagnostics.others_cpu))
+                lines.append(f"other programs    {final.diagnostics.others_cpu:.0%} of the CPU"
                              + ("  [b](timings unreliable)[/b]" if busy else ""))
             if fewer_threads(final):
-                lines.append(f"threads           {final.threads} of {os.cpu_count()} cores (the "
+                lines.append(f"threads           {final.diagnostics.threads} of {os.cpu_count()} cores (the "
                              "rest were busy before it)")
-        if final and final.server:
+        if final and final.diagnostics.server:
             lines += ["", "[b]the server's own[/b] (its timings)",
-                      f"decode tok/s      {fmt(final.server.get('predicted_per_second'), '.1f')}",
-                      f"prompt tok/s      {fmt(final.server.get('prompt_per_second'), '.1f')}",
-                      f"drafted/accepted  {final.server.get('draft_n', 0)}/"
-                      f"{final.server.get('draft_n_accepted', 0)}"]
+                      f"decode tok/s      {fmt(final.diagnostics.server.get('predicted_per_second'), '.1f')}",
+                      f"prompt tok/s      {fmt(final.diagnostics.server.get('prompt_per_second'), '.1f')}",
+                      f"drafted/accepted  {final.diagnostics.server.get('draft_n', 0)}/"
+                      f"{final.diagnostics.server.get('draft_n_accepted', 0)}"]
         lines += ["", f"[b]session[/b]  tokens {self.session_tokens}, "
                       f"target passes saved {self.session_saved}"]
         self.update(Content.from_markup("\n".join(lines)), layout=False)  # fixed-size panel

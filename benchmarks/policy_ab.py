@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("--draft", help="the draft of both speculative arms (default: ask's)")
     ap.add_argument("ask_args", nargs="*", help="more flags for the speculative arms' ask")
     args = ap.parse_args()
-    models = [*(["--target", args.target] if args.target else [])]
+    models = ["--target", args.target] if args.target else []
     spec = [*models, *(["--draft", args.draft] if args.draft else []), *args.ask_args]
     with tempfile.TemporaryDirectory(prefix="policy_ab-") as copy:
         roots = {args.against: tree_at(args.against, Path(copy)), "tree": ROOT}

@@ -38,6 +38,8 @@ KEPT = {  # module -> (its arguments, a line its output must have)
     "divergence": (["--tokens", "16"], "first divergent token"),
     "vs_hf_assisted": (["--repeats", "1", "--tokens", "16", "--k", "3"], "HF assisted"),
     "tree_sequences": (["--repeats", "1", "--tokens", "8"], "| rows | chain (steps) | tree (steps) |"),
+    "ttft_typing": (["--repeats", "1", "--lengths", "12", "--chars-per-s", "400"],
+                    "| ~12 tokens typed at 400 chars/s |"),
 }
 
 

@@ -18,6 +18,7 @@ from benchmarks.policy_ab import report
 from specchat.bench.runner import Arm, BenchRunner, load_prompts
 from specchat.choices import DraftChoice
 from specchat.engine.loop import DraftSettings
+from specchat.engine.policy import PolicyKind
 from specchat.engine.policy.reply import ReplyLengths
 from specchat.engine.sampling import SamplingParams
 from specchat.loading import load_drafter, load_target
@@ -38,7 +39,7 @@ def main() -> None:
     target = load_target(options.target, options)
     drafters = {name: load_drafter(name, target, SamplingParams(), np.random.default_rng(0),
                                    options) for name in ("none", options.draft)}
-    adaptive = DraftSettings(k=K_MAX, adaptive=True)
+    adaptive = DraftSettings(k=K_MAX, policy_kind=PolicyKind.ADAPTIVE)
     runner = BenchRunner(target, drafters, [Arm(DraftChoice())] + [Arm(DraftChoice.parse(options.draft), adaptive)] * 2)
     arms = dict(zip(["none", "32 tokens", "reply lengths"], runner.engines))
     arms["32 tokens"][1].policy.costs.lengths = Unlearned()

@@ -30,6 +30,7 @@ from specchat.bench import chart, report
 from specchat.bench.runner import Arm, BenchRunner, Run, load_prompts
 from specchat.choices import DraftChoice
 from specchat.engine.loop import DraftSettings
+from specchat.engine.policy import PolicyKind
 from specchat.engine.sampling import SamplingParams
 from specchat.loading import load_drafter, load_target
 
@@ -66,7 +67,8 @@ def main() -> int:
     target = load_target(options.target, options)
     rng = np.random.default_rng(0)
     arms = ([Arm(DraftChoice())] + [Arm(DraftChoice(model="default"), DraftSettings(k=k)) for k in ks]
-            + [Arm(DraftChoice.parse(d), DraftSettings(k=8, adaptive=True)) for d in ("ngram", "ngram+default")])
+            + [Arm(DraftChoice.parse(d), DraftSettings(k=8, policy_kind=PolicyKind.ADAPTIVE))
+               for d in ("ngram", "ngram+default")])
     drafters = {spec: load_drafter(spec, target, SamplingParams(), rng, options)
                 for spec in dict.fromkeys(a.drafter for a in arms)}
     runner = BenchRunner(target, drafters, arms)

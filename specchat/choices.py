@@ -1,5 +1,5 @@
 """The choices a user names as text, as types parsed once where the text comes in: the draft
-(`none`, `ngram`, a model, `ngram+MODEL`), the draft policy and a model's role."""
+(`none`, `ngram`, a model, `ngram+MODEL`), and a model's role (the draft policy is the engine's `PolicyKind`)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,6 @@ NONE, NGRAM, COMBINED = "none", "ngram", "ngram+"
 
 class ChoiceError(ValueError, argparse.ArgumentTypeError):
     """A text that names no choice; argparse shows its message as it is."""
-
-
-class PolicyKind(StrEnum):
-    FIXED = "fixed"
-    """Draft k tokens a round (llama.cpp's rule)."""
-    ADAPTIVE = "adaptive"
-    """Choose up to k a round from this machine's measured costs."""
 
 
 class ModelRole(StrEnum):

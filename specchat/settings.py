@@ -16,9 +16,9 @@ from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any
 
 from specchat.chat.context import POLICIES as CONTEXT_POLICIES
-from specchat.choices import PolicyKind, draft_text
+from specchat.choices import draft_text
 from specchat.engine.loop import DraftSettings, GenerationSettings
-from specchat.engine.policy import TreeSettings
+from specchat.engine.policy import PolicyKind, TreeSettings
 from specchat.engine.sampling import SamplingParams
 
 BACKENDS = ("llamacpp", "transformers")
@@ -133,16 +133,18 @@ def on_off(text: str) -> bool:
 
 @dataclass
 class DraftOptions:
-    """How much to draft each round. The defaults (a fixed k with the default draft model) are
-    chosen to teach: every round drafts, so every reply shows drafts accepted, refused and
-    corrected, and its measured speedup says when that is slower, and why. What pays on a given
-    machine is `specchat tune`'s to find (docs/lab/ has the numbers on a 2-core CPU,
-    where the adaptive policy pays and drafts little)."""
+    """How much to draft each round. The default (guarded, k=3, the default draft model) never
+    costs the user: it drafts k tokens a round while this reply's rounds bring more tokens a
+    second than plain target steps on this machine, and 1 token or none where they do not,
+    saying why. `fixed` drafts every round (a workshop's demonstration of what a draft does
+    where it loses); what pays best on a given machine is `specchat tune`'s to find."""
 
-    policy: str = opt("fixed", "fixed: draft k tokens a round; adaptive: choose up to k each "
-                               "round from measured costs and acceptance", kind=one_of(POLICIES),
+    policy: str = opt("guarded", "guarded: draft k tokens a round while that beats plain steps "
+                                 "here, 1 or none where it does not; fixed: draft k tokens every "
+                                 "round; adaptive: choose up to k each round from measured costs "
+                                 "and acceptance", kind=one_of(POLICIES),
                       choices=POLICIES, label="draft policy",
-                      hint="fixed or adaptive (chooses up to k a round)")
+                      hint="guarded, fixed or adaptive (chooses up to k a round)")
     k: int = opt(3, "tokens to draft per round (adaptive: the most per round)",
                  label="draft length k", hint="tokens drafted per round (adaptive: at most)",
                  low=1, high=64)
@@ -162,7 +164,7 @@ class DraftOptions:
 
     def engine(self) -> DraftSettings:
         tree = TreeSettings(self.tree_nodes, self.tree_p) if self.tree else None
-        return DraftSettings(self.k, self.n_min, self.p_min, self.policy == PolicyKind.ADAPTIVE, tree)
+        return DraftSettings(self.k, self.n_min, self.p_min, PolicyKind(self.policy), tree)
 
 
 @dataclass

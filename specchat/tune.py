@@ -33,14 +33,14 @@ from specchat.bench.runner import Arm as BenchArm
 from specchat.bench.runner import BenchRunner, Prompt, Run, load_prompts
 from specchat.catalog.catalog import models_dir
 from specchat.catalog.tuned import save_tuned
-from specchat.choices import DraftChoice, PolicyKind
+from specchat.choices import DraftChoice
 from specchat.config import Config
 from specchat.costs import conditional_rates
 from specchat.engine.backend import Backend, user_turn
 from specchat.engine.combined_drafter import CombinedDrafter
 from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.loop import DraftSettings
-from specchat.engine.policy import TreeSettings
+from specchat.engine.policy import PolicyKind, TreeSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import paired_speedup_interval
 from specchat.engine.text_drafter import TextDrafter
@@ -258,10 +258,11 @@ def _plan(drafts: Sequence[DraftChoice], drafters: dict[DraftChoice, Drafter], k
     plan: list[tuple[BenchArm, Tuned]] = []
     for d in drafts:
         plan += [(BenchArm(d, DraftSettings(k=k)), Tuned(str(d), k, PolicyKind.FIXED)) for k in ks]
-        plan.append((BenchArm(d, DraftSettings(k=K_MAX, adaptive=True)),
+        plan.append((BenchArm(d, DraftSettings(k=K_MAX, policy_kind=PolicyKind.ADAPTIVE)),
                      Tuned(str(d), K_MAX, PolicyKind.ADAPTIVE)))
         if trees and not isinstance(drafters[d], TextDrafter):
-            plan.append((BenchArm(d, DraftSettings(k=K_MAX, adaptive=True, tree=TreeSettings())),
+            plan.append((BenchArm(d, DraftSettings(k=K_MAX, policy_kind=PolicyKind.ADAPTIVE,
+                                                    tree=TreeSettings())),
                          Tuned(str(d), K_MAX, PolicyKind.ADAPTIVE, tree=True)))
     return plan
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 from specchat.cpu import busy_note, default_threads
 from specchat.engine.drafters import NO_DRAFT
-from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnEvent
+from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnCounts, TurnEvent
 from specchat.engine.loop import SpeculativeEngine
 from specchat.engine.text_drafter import TextDrafter
 
@@ -105,6 +105,15 @@ def fewer_threads(turn: TurnEvent) -> bool:
     return turn.diagnostics.threads is not None and turn.diagnostics.threads < default_threads()
 
 
+def typed_ahead_words(counts: TurnCounts) -> str:
+    """What reading while the message was typed saved the first token, where it read any."""
+    unread = counts.ttft_unread_s
+    if unread is None:
+        return ""
+    return (f" (target alone up to {unread * 1000:.0f} ms: {counts.typed_ahead_tokens} tokens "
+            f"read while typing)")
+
+
 def drafting_words(turn: TurnEvent) -> str:
     """Where the policy stopped drafting in the reply (and went on again), and why, for a
     status line; empty where it never stopped."""
@@ -168,7 +177,7 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
     if c.context_shifts:
         parts.append(f"context shifts {c.context_shifts} ({c.shift_tokens} tokens "
                      f"re-evaluated in {c.shift_s:.2f} s, not in the decode rate)")
-    parts.append(f"TTFT {c.ttft_s * 1000:.0f} ms")
+    parts.append(f"TTFT {c.ttft_s * 1000:.0f} ms" + typed_ahead_words(c))
     if turn.diagnostics.server:
         parts.append(f"server's own: decode {turn.diagnostics.server.get('predicted_per_second', 0):.1f} "
                      f"tok/s, prompt {turn.diagnostics.server.get('prompt_per_second', 0):.1f} tok/s")

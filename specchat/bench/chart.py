@@ -27,7 +27,8 @@ class Series:
     points: list[tuple[int, float, float | None]]
     """(k, speedup, acceptance) of the fixed-k arms, by k."""
     adaptive: list[tuple[str, float, float | None]]
-    """(arm, speedup, acceptance) of the adaptive arms."""
+    """(arm, speedup, acceptance) of the arms whose policy chooses the length (adaptive,
+    guarded)."""
 
 
 def series(summaries: Sequence[Summary], category: str = ALL) -> list[Series]:
@@ -48,7 +49,7 @@ def series(summaries: Sequence[Summary], category: str = ALL) -> list[Series]:
 def _panel(x0: int, title: str, all_series: Sequence[Series], value: int, y_max: float,
            ks: Sequence[int], ref: float | None, fmt: str) -> list[str]:
     """One panel: axes, a reference level, a polyline per drafter (value 1 = speedup,
-    2 = acceptance), and dashed levels for adaptive arms."""
+    2 = acceptance), and dashed levels for the arms whose policy chooses the length."""
     left, right, top, bottom = x0 + PAD, x0 + W - 12, 34, H - 36
     k_lo, k_hi = (min(ks), max(ks)) if ks else (1, 2)
     span = max(1, k_hi - k_lo)

@@ -18,7 +18,7 @@ from specchat.engine.backend import Backend
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import Event
 from specchat.engine.loop import DraftSettings, GenerationSettings
-from specchat.engine.policy import TreeSettings
+from specchat.engine.policy import PolicyKind, TreeSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import SpecchatError
 from specchat.loading import speculative_engine, warm_up
@@ -35,6 +35,8 @@ def add_parser(sub, defaults: Settings) -> argparse.ArgumentParser:
     p.add_argument("--drafters", default="default,ngram",
                    help="comma-separated drafters as --draft takes them (default: %(default)s)")
     p.add_argument("--k", default="2,3,4", help="fixed draft lengths to run (default: %(default)s)")
+    p.add_argument("--guarded", action="store_true",
+                   help="also run each drafter with the guarded policy (the default) at each --k")
     p.add_argument("--adaptive", action="store_true",
                    help="also run each drafter with the adaptive policy")
     p.add_argument("--k-max", type=int, default=8, help="the adaptive policy's longest draft")
@@ -69,8 +71,10 @@ def run(args: argparse.Namespace) -> int:
     arms = [Arm(DraftChoice())]
     for d in drafters:
         chains = [DraftSettings(k=k) for k in ks]
+        if args.guarded:
+            chains += [DraftSettings(k=k, policy_kind=PolicyKind.GUARDED) for k in ks]
         if args.adaptive:
-            chains.append(DraftSettings(k=args.k_max, adaptive=True))
+            chains.append(DraftSettings(k=args.k_max, policy_kind=PolicyKind.ADAPTIVE))
         arms += [Arm(d, s) for s in chains]
         if args.tree:
             tree = TreeSettings(nodes=args.tree_nodes)

@@ -21,6 +21,7 @@ from specchat.engine.backend import Backend, user_turn
 from specchat.engine.drafters import NO_DRAFT, Drafter
 from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.policy import PolicyKind
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import TurnStats
 from specchat.errors import SpecchatError
@@ -89,7 +90,9 @@ class Arm:
     def label(self) -> str:
         if self.drafter.none:
             return "target only"
-        how = f"adaptive k<={self.settings.k}" if self.settings.adaptive else f"k={self.settings.k}"
+        kind, k = self.settings.policy_kind, self.settings.k
+        how = {PolicyKind.ADAPTIVE: f"adaptive k<={k}", PolicyKind.GUARDED: f"guarded k={k}"}.get(
+            kind, f"k={k}")
         return f"{self.short_drafter} {how}{' tree' if self.settings.tree else ''}"
 
     @property
@@ -99,7 +102,8 @@ class Arm:
 
     @property
     def fixed_k(self) -> int | None:
-        return None if self.drafter.none or self.settings.adaptive else self.settings.k
+        fixed = self.settings.policy_kind == PolicyKind.FIXED
+        return self.settings.k if fixed and not self.drafter.none else None
 
 
 @dataclass

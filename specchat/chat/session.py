@@ -15,9 +15,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from specchat.chat import context
+from specchat.engine import kvsync
 from specchat.engine.events import ContextEvent, Event, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.engine.types import FittedPrompt
+
+GOES_ON = (" x", "x")
+"""Two ways a message being typed may go on: what its renders share is what stays."""
 
 
 @dataclass
@@ -47,6 +51,16 @@ class ChatSession:
         return context.first_prompt(self.render, conv.system, conv.messages, user_text,
                                     n_ctx=self.engine.target.n_ctx, policy=self.context_policy,
                                     max_tokens=max_tokens)
+
+    def read_ahead(self, typed: str, max_tokens: int) -> tuple[int, int]:
+        """While the user types: both models read the prompt a reply to `typed` would start
+        with, up to where the message may still tokenize otherwise as it goes on (the common
+        part of its renders with two different continuations, less a token), so that Enter
+        leaves only the rest to read; an edit rolls the caches back to what still stands.
+        Returns the tokens the target and the drafter read."""
+        ids = [self.prompt(typed + more, max_tokens).prompt_ids for more in GOES_ON]
+        stable = kvsync.common_prefix(*ids) - 1
+        return self.engine.read_ahead(ids[0][:stable]) if stable > 0 else (0, 0)
 
     def turn(
         self,

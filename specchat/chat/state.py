@@ -73,6 +73,17 @@ class ChatState:
         """The session's reply to `text` (call `begin` first, and `record` with each event)."""
         return self.session.turn(text, generation, cancel)
 
+    def read_ahead(self, typed: str, max_tokens: int) -> None:
+        """While the message is typed (on the model thread): the local models read its prompt
+        so far (ChatSession.read_ahead); a llama-server's session reads nothing ahead."""
+        if isinstance(self.session, ChatSession) and typed.strip():
+            self.session.read_ahead(typed, max_tokens)
+
+    def catch_up(self) -> None:
+        """After a reply (on the model thread): a local draft model reads what it sat out."""
+        if self.engine is not None:
+            self.engine.catch_up()
+
     def record(self, event: Event) -> None:
         """Save the reply as it grows, and keep what the turn measured."""
         if self.recorder is not None:

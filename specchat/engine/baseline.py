@@ -7,6 +7,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from specchat.engine.committed import GenerationSettings
 from specchat.engine.events import StopReason
@@ -47,6 +48,26 @@ class ReplyClock:
                 yield event
 
 
+@dataclass
+class TypedAhead:
+    """The target's reads of a prompt while its message was typed, each (start, end, seconds):
+    what the reply's first token did not wait for."""
+
+    reads: list[tuple[int, int, float]] = field(default_factory=list)
+
+    def add(self, end: int, tokens: int, seconds: float) -> None:
+        """A read of `tokens` that left the cache `end` tokens long; reads the cache rolled
+        back (an edit) are forgotten."""
+        start = end - tokens
+        self.reads = [r for r in self.reads if r[1] <= start] + [(start, end, seconds)]
+
+    def kept(self, prompt_cached: int) -> tuple[int, float]:
+        """Tokens and seconds of the reads the prompt kept (within its first `prompt_cached`
+        tokens, which its turn found in the cache)."""
+        kept = [r for r in self.reads if r[1] <= prompt_cached]
+        return sum(end - start for start, end, _ in kept), sum(s for *_, s in kept)
+
+
 class Baseline:
     """The target-only steps of one speculative reply, as (depth, seconds)."""
 
@@ -55,16 +76,21 @@ class Baseline:
         self.settings, self.time_steps, self.speculates = settings, time_steps, speculates
         self.steps: list[tuple[int, float]] = []
 
-    def between_rounds(self, round_no: int, committed: list[int], clock: ReplyClock) -> None:
+    def between_rounds(self, round_no: int, committed: list[int], clock: ReplyClock
+                       ) -> list[float]:
         """At rounds `BASELINE_EVERY` times 1, 2, 4, ... of a reply still going, one step, set
         aside; the latest `baseline_steps` are kept (a reply of R rounds takes about
-        log2(R / 6) steps)."""
+        log2(R / 6) steps). Returns the seconds of the step it timed (none elsewhere): a plain
+        step as the reply's load and depth make it now, which the policy learns too."""
         times, rest = divmod(round_no, BASELINE_EVERY)
-        if (times and not rest and times & (times - 1) == 0 and self.speculates
+        if not (times and not rest and times & (times - 1) == 0 and self.speculates
                 and self.settings.baseline_steps > 0):
-            with clock.aside():
-                self.steps += [(len(committed), s) for s in self.time_steps(committed, 1)]
-            del self.steps[:-self.settings.baseline_steps]
+            return []
+        with clock.aside():
+            timed = self.time_steps(committed, 1)
+        self.steps += [(len(committed), s) for s in timed]
+        del self.steps[:-self.settings.baseline_steps]
+        return timed
 
     def rate(self, own_rate: float | None, committed: list[int], stop_reason: StopReason
              ) -> tuple[float | None, str]:

@@ -40,6 +40,9 @@ class CombinedDrafter:
     def release(self, committed: Sequence[int]) -> None:
         self.drafter.release(committed)
 
+    def read(self, committed: Sequence[int]) -> int:
+        return self.drafter.read(committed)
+
     def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
         self.drafter.configure(sampling, rng)
 

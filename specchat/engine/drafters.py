@@ -44,6 +44,11 @@ class Drafter(Protocol):
 
     def release(self, committed: Sequence[int]) -> None: ...
 
+    def read(self, committed: Sequence[int]) -> int:
+        """Off the reply's clock, read `committed` but its last token, as the next proposal
+        would first (`kvsync.read`); the tokens read (0 without a model)."""
+        ...
+
     def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
         """Draw with these sampling settings and this generator from the next round on."""
         ...
@@ -62,6 +67,9 @@ class NoModel:
 
     def configure(self, sampling: SamplingParams, rng: np.random.Generator) -> None:
         pass
+
+    def read(self, committed: Sequence[int]) -> int:
+        return 0
 
     def close(self) -> None:
         pass

@@ -176,6 +176,10 @@ class TurnCounts:
     catchup_s: float = 0.0
     """Seconds of decode_s those catch-up passes took: what a draft that sat out rounds (or
     the prompt) cost before it drafted again."""
+    typed_ahead_tokens: int = 0
+    """Prompt tokens the target read while the message was typed, before Enter."""
+    typed_ahead_s: float = 0.0
+    """Seconds those reads took: what the first token did not wait for."""
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -202,6 +206,13 @@ class TurnCounts:
     def predicted_tokens_per_second(self) -> float | None:
         """The cost model's rate for the rounds after the first, beside `tokens_per_second`."""
         return share(self.expected_tokens, self.expected_s)
+
+    @property
+    def ttft_unread_s(self) -> float | None:
+        """The first token's wait had the target read the whole message after Enter, as the
+        target alone does: at most `ttft_s` plus the reads done while it was typed (reads in
+        small pieces cost more a token than one); None where nothing was read ahead."""
+        return self.ttft_s + self.typed_ahead_s if self.typed_ahead_tokens else None
 
     @property
     def speedup(self) -> float | None:

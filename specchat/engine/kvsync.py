@@ -29,6 +29,16 @@ def release(backend: Backend, committed: Sequence[int]) -> None:
     backend.truncate(common_prefix(backend.tokens, committed))
 
 
+def read(backend: Backend, ids: Sequence[int]) -> int:
+    """Evaluate what the cache lacks of `ids` but the last token (which the next round
+    evaluates, as always): a prompt read ahead of its turn, or a draft that sat out rounds
+    catching up. Returns how many tokens that was."""
+    todo = pending(backend, ids)[:-1] if ids else []
+    if todo:
+        backend.eval(todo, len(todo) - 1)
+    return len(todo)
+
+
 def pending(backend: Backend, committed: Sequence[int]) -> list[int]:
     """Truncate the cache to what it can keep and return the committed tokens still to evaluate
     (at least one)."""

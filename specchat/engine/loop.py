@@ -15,11 +15,19 @@ import numpy as np
 
 from specchat.engine import kvsync
 from specchat.engine.backend import Backend
-from specchat.engine.baseline import Baseline, ReplyClock
+from specchat.engine.baseline import Baseline, ReplyClock, TypedAhead
 from specchat.engine.committed import CommittedReply, GenerationSettings
 from specchat.engine.drafters import Drafter
 from specchat.engine.events import ContextEvent, Event, StopReason, TurnEvent
-from specchat.engine.policy import AdaptivePolicy, CostModel, FixedPolicy, Policy, TreeSettings
+from specchat.engine.policy import (
+    AdaptivePolicy,
+    CostModel,
+    FixedPolicy,
+    GuardedPolicy,
+    Policy,
+    PolicyKind,
+    TreeSettings,
+)
 from specchat.engine.round import RoundModels, play, settle
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.stats import TurnStats
@@ -39,15 +47,17 @@ class DraftSettings:
     """A draft shorter than this is dropped and the round is a plain target step."""
     p_min: float = 0.0
     """Fixed policy: stop drafting when the draft's top probability is below this."""
-    adaptive: bool = False
-    """Choose each round's draft length from measured costs and acceptance (engine/policy/)."""
+    policy_kind: PolicyKind = PolicyKind.FIXED
+    """How each round's draft length is chosen (engine/policy/)."""
     tree: TreeSettings | None = None
     """Draft trees: alternatives beside unsure draft tokens, verified with the chain (None:
     chains)."""
 
     def policy(self, costs: CostModel | None = None) -> Policy:
-        if self.adaptive:
+        if self.policy_kind == PolicyKind.ADAPTIVE:
             return AdaptivePolicy(self.k, costs, self.tree)
+        if self.policy_kind == PolicyKind.GUARDED:
+            return GuardedPolicy(self.k, self.p_min, costs, self.tree)
         return FixedPolicy(self.k, self.p_min, costs, self.tree)
 
 
@@ -69,6 +79,10 @@ class SpeculativeEngine:
         self.policy: Policy = FixedPolicy(0)
         self.draft_settings = draft_settings or DraftSettings()
         self.rng = rng if rng is not None else np.random.default_rng(sampling.seed)
+        self.typed_ahead = TypedAhead()
+        """What the target read of the next prompt before its turn (`read_ahead`)."""
+        self.last_ids: list[int] = []
+        """The prompt and reply of the last turn, as committed."""
         self.watch: MachineWatch | None = None
         """The caller's watch on the machine: each turn's threads and the CPU others used
         (None: neither is measured; specchat.loading gives every engine it builds one)."""
@@ -107,6 +121,7 @@ class SpeculativeEngine:
         first token when runs are compared)."""
         kvsync.release(self.target, [])
         self.drafter.release([])
+        self.typed_ahead = TypedAhead()
 
     # -- one turn ---------------------------------------------------------------------------
     def generate(
@@ -149,7 +164,8 @@ class SpeculativeEngine:
             round_no += 1
             yield from clock.hand_out([*events, summary])
             if not reply.stop_reason and not (cancel is not None and cancel.is_set()):
-                turn.baseline.between_rounds(round_no, committed, clock)
+                for step_s in turn.baseline.between_rounds(round_no, committed, clock):
+                    self.policy.costs.machine.learn_verify(1, step_s)
         yield turn.finish(committed)
 
     def _round_models(self) -> RoundModels:
@@ -187,14 +203,29 @@ class SpeculativeEngine:
         return self.target.fit_threads(free)
 
     def _refill(self, committed: list[int]) -> int:
-        """Evaluate what the target's cache lacks of `committed` but its last token (which the
-        next round evaluates, as always); return how many tokens that was. The drafter catches
-        up at its next proposal, as after any new turn."""
-        todo = kvsync.pending(self.target, committed)[:-1]
-        if todo:
-            self.target.eval(todo, len(todo) - 1)
+        """Evaluate what the target's cache lacks of `committed` but its last token; return how
+        many tokens that was. The drafter catches up at its next proposal."""
+        n = kvsync.read(self.target, committed)
         self.drafter.release(committed)
-        return len(todo)
+        return n
+
+    def read_ahead(self, ids: Sequence[int]) -> tuple[int, int]:
+        """Off any reply's clock: both models read `ids` but the last token (a prompt before
+        its message is sent, the cache rolled back to the common prefix where it was edited),
+        so the reply that starts from ids, or from ids and more, has only the rest to read.
+        The target's reads are timed for the next turn (`TurnCounts.typed_ahead_s`). Returns
+        the tokens the target and the drafter read."""
+        t0 = time.perf_counter()
+        n = kvsync.read(self.target, ids)
+        if n:
+            self.typed_ahead.add(len(self.target.tokens), n, time.perf_counter() - t0)
+        return n, self.drafter.read(ids)
+
+    def catch_up(self) -> int:
+        """Off any reply's clock: the drafter reads what it missed of the last reply (rounds
+        the policy declined), so the next reply starts with both caches current. Returns the
+        tokens it read."""
+        return self.drafter.read(self.last_ids)
 
     def _plain_steps_s(self, committed: list[int], n: int) -> list[float]:
         """Seconds of each plain target step at the depth `committed` reached: n rounds of
@@ -224,6 +255,9 @@ class _Turn:
     def __init__(self, engine: SpeculativeEngine, prompt_ids: Sequence[int],
                  settings: GenerationSettings) -> None:
         self.engine, self.prompt_ids = engine, list(prompt_ids)
+        cached = kvsync.common_prefix(engine.target.tokens, self.prompt_ids)
+        self.typed_ahead = engine.typed_ahead.kept(cached)
+        engine.typed_ahead = TypedAhead()
         self.watch, self.threads = engine._begin_watch()
         self.clock = ReplyClock()
         self.t_start = self.clock()
@@ -236,6 +270,7 @@ class _Turn:
         """Cut both caches back to the reply and sum the turn up."""
         engine, reply, baseline = self.engine, self.reply, self.baseline
         reply.finish()
+        engine.last_ids = list(committed)
         kvsync.release(engine.target, committed)
         engine.drafter.release(committed)
         wall_s = self.clock() - self.t_start
@@ -248,4 +283,4 @@ class _Turn:
             stop_reason=reply.stop_reason, baseline=rate, baseline_source=source,
             others_cpu=self.watch.end() if self.watch else None,
             baseline_steps_s=[s for _, s in baseline.steps] if rate else [],
-            threads=self.threads)
+            threads=self.threads, typed_ahead=self.typed_ahead)

@@ -128,3 +128,6 @@ class ModelDrafter(DraftModel):
 
     def release(self, committed: Sequence[int]) -> None:
         kvsync.release(self.backend, committed)
+
+    def read(self, committed: Sequence[int]) -> int:
+        return kvsync.read(self.backend, committed)

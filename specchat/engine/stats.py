@@ -171,7 +171,7 @@ class TurnStats:
         stop_reason: StopReason,
         baseline: float | None = None, baseline_source: str = "not measured",
         others_cpu: float | None = None, baseline_steps_s: Sequence[float] = (),
-        threads: int | None = None,
+        threads: int | None = None, typed_ahead: tuple[int, float] = (0, 0.0),
     ) -> TurnEvent:
         """The turn summary; `baseline` is the target-only decode rate the speedup is taken
         against, and `baseline_source` says how it was measured."""
@@ -197,6 +197,8 @@ class TurnStats:
             speedup_high=high,
             catchup_tokens=self.catchup_tokens,
             catchup_s=self.catchup_s,
+            typed_ahead_tokens=typed_ahead[0],
+            typed_ahead_s=typed_ahead[1],
         )
         return TurnEvent(
             text=text, token_ids=list(token_ids), prompt_token_ids=prompt_ids, draft=draft, k=k,

@@ -131,6 +131,11 @@ class TextDrafter(DraftModel):
     def release(self, committed: Sequence[int]) -> None:
         pass  # the next proposal re-encodes the conversation and keeps the common prefix
 
+    def read(self, committed: Sequence[int]) -> int:
+        """The conversation in the draft's tokens, read but its last (which may change as
+        the text goes on)."""
+        return kvsync.read(self.backend, self.own_tokens(committed))
+
     def conversation(self, committed: Sequence[int]) -> bytes:
         """The committed tokens as text, decoded incrementally."""
         keep = kvsync.common_prefix(self._committed, committed)

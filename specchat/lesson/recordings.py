@@ -18,11 +18,12 @@ import numpy as np
 
 from specchat.catalog.catalog import models_dir, resolve_model
 from specchat.catalog.layout import load_derived
-from specchat.choices import DraftChoice, PolicyKind
+from specchat.choices import DraftChoice
 from specchat.config import Config
 from specchat.engine.backend import user_turn
 from specchat.engine.events import Event, RoundEvent, TokenEvent, TurnEvent
-from specchat.engine.loop import GenerationSettings, SpeculativeEngine
+from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
+from specchat.engine.policy import PolicyKind
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import SpecchatError
 from specchat.keeper import ModelKeeper
@@ -242,7 +243,7 @@ class LiveRecordings(_Cached):
         if drafter is None and not engine.drafter.speculates:
             raise SpecchatError("the app runs the target alone: no draft model to race")
         draft = replace(engine.draft_settings, k=settings.k,
-                        adaptive=settings.policy == PolicyKind.ADAPTIVE)
+                        policy_kind=PolicyKind(settings.policy))
         try:
             plain, spec = self.keeper.race(engine, prompt, self.cancel, drafter=drafter,
                                            max_tokens=self.max_tokens, draft_settings=draft)
@@ -268,13 +269,20 @@ class LiveRecordings(_Cached):
             drafter = keeper.load_drafter(engine, choice)
         try:
             plain, spec = keeper.race(engine, self.prompts[kind], self.cancel,
-                                      drafter=drafter, max_tokens=self.max_tokens)
+                                      drafter=drafter, max_tokens=self.max_tokens,
+                                      draft_settings=self.teaching)
         finally:
             if drafter is not None:
                 drafter.close()
         turn = _turn(spec.events)
         return Recording(self.prompts[kind], len(turn.prompt_token_ids), plain.events,
                          spec.events, turn.draft, self._source(spec.label))
+
+    @property
+    def teaching(self) -> DraftSettings:
+        """The engine's draft settings under the fixed policy: a demonstration shows what a
+        draft does in every round, also where the default (guarded) would stop drafting."""
+        return replace(self.engine.draft_settings, policy_kind=PolicyKind.FIXED)
 
     def _source(self, label: str) -> str:
         """Where a race was made: here, now, on which files, the lanes one after the other."""

@@ -113,9 +113,9 @@ def hf_near_tie(hf_models) -> float:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**GREEDY_CASES)
 def test_greedy_matches_target_only_up_to_a_near_tie(hf_models, hf_near_tie, text, k, drafter,
-                                                     adaptive):
+                                                     policy):
     target, draft = hf_models
-    check_greedy_rule(target, make_drafter(drafter, draft), ids_for(target, text), k, adaptive,
+    check_greedy_rule(target, make_drafter(drafter, draft), ids_for(target, text), k, policy,
                       hf_near_tie)
 
 

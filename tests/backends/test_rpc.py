@@ -39,7 +39,7 @@ from specchat.engine.model_drafter import ModelDrafter
 from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.errors import SpecchatError
 from specchat.keeper import ModelKeeper
-from specchat.settings import ModelOptions, Settings
+from specchat.settings import DraftOptions, ModelOptions, Settings
 from specchat.ui.widgets.live_reply import LiveReply
 from specchat.ui.widgets.prompt_input import PromptInput
 
@@ -107,7 +107,7 @@ def test_a_draft_on_the_targets_own_server_is_refused_and_on_a_second_one_specul
                         tmp_path=tmp_path)
         both = specchat("ask", "hello", "--target", str(tiny.target), "--draft", str(tiny.draft),
                         "--rpc", servers[0].endpoint, "--draft-rpc", servers[1].endpoint,
-                        "--max-tokens", "12", "--json", tmp_path=tmp_path)
+                        "--max-tokens", "12", "--json", "--policy", "fixed", tmp_path=tmp_path)
     finally:
         for server in servers:
             server.stop()
@@ -157,7 +157,8 @@ def test_the_draft_swapped_on_its_server_loads_and_bench_takes_one_draft_model_t
     servers = [RpcServer(tmp_path), RpcServer(tmp_path)]
     settings = Settings(ModelOptions(target=str(tiny.target), draft=str(tiny.draft), n_ctx=1024,
                                      threads=1, rpc=servers[0].endpoint,
-                                     draft_rpc=servers[1].endpoint, rpc_timeout=10))
+                                     draft_rpc=servers[1].endpoint, rpc_timeout=10),
+                        DraftOptions(policy="fixed"))
     host = ModelKeeper(settings)
     engine = host.load()
     try:

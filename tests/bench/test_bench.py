@@ -22,7 +22,7 @@ from specchat.engine.events import RoundEvent
 from specchat.engine.loop import DraftSettings
 from specchat.engine.model_drafter import ModelDrafter
 from specchat.engine.ngram_drafter import NgramDrafter
-from specchat.engine.policy import expected_tokens
+from specchat.engine.policy import PolicyKind, expected_tokens
 from specchat.engine.policy.rates import leviathan_tokens
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import SpecchatError
@@ -38,7 +38,7 @@ def test_runs_and_summaries_agree_with_the_events_they_consumed(tiny):
     drafters = {"none": NoDrafter(), "ngram": NgramDrafter(2),
                 "tiny-draft": ModelDrafter(draft, SamplingParams(), np.random.default_rng(0))}
     arms = [Arm("none"), Arm("tiny-draft", DraftSettings(k=3)), Arm("ngram", DraftSettings(k=4)),
-            Arm("tiny-draft", DraftSettings(k=6, adaptive=True))]
+            Arm("tiny-draft", DraftSettings(k=6, policy_kind=PolicyKind.ADAPTIVE))]
     prompts = load_prompts(categories=["short", "edit"])
     seen: list[list] = []
     original = Run.from_events.__func__

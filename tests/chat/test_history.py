@@ -20,6 +20,7 @@ from specchat.chat.session import ChatSession
 from specchat.chat.state import ChatState
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.engine.ngram_drafter import NgramDrafter
+from specchat.engine.policy import PolicyKind
 from specchat.ui.widgets.live_reply import LiveReply
 
 
@@ -133,7 +134,7 @@ def test_the_policy_starts_knowing_how_long_this_targets_replies_ran(tiny, tmp_p
     store = HistoryStore(tmp_path / "history.sqlite3")
     target = LlamaCppBackend(tiny.target, n_ctx=512, n_threads=1)
     session = ChatSession(SpeculativeEngine(target, NgramDrafter(), GREEDY,
-                                            DraftSettings(adaptive=True)))
+                                            DraftSettings(policy_kind=PolicyKind.ADAPTIVE)))
     mine = store.new_conversation("code", session.names()[0], "ngram")
     other = store.new_conversation("prose", str(tmp_path / "other.gguf"), "ngram")
     for conversation, tokens in ((mine, 300), (other, 5), (mine, 310), (mine, 320)):

@@ -58,7 +58,8 @@ def test_ask_drafts_trees_and_says_where_it_cannot(tiny, tmp_path):
     (a draft of another vocabulary, drafting as text) says so once, in the line that says
     where the models run."""
     proc = specchat("ask", "hello", "--target", str(tiny.target), "--draft", str(tiny.draft),
-                    "--max-tokens", "20", "--tree", "--tree-p", "1", "--json", tmp_path=tmp_path)
+                    "--max-tokens", "20", "--tree", "--tree-p", "1", "--json", "--policy", "fixed",
+                    tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert sum(e["branch_nodes"] for e in lines if e["type"] == "round") > 0
@@ -66,7 +67,7 @@ def test_ask_drafts_trees_and_says_where_it_cannot(tiny, tmp_path):
     trees = specchat("ask", "hello", "--target", str(tiny.target), "--draft", str(tiny.draft),
                      "--max-tokens", "8", "--tree", tmp_path=tmp_path)
     assert trees.returncode == 0, trees.stderr
-    assert "fixed k=3 tree" in trees.stderr and "drafts chains" not in trees.stderr
+    assert "guarded k=3 tree" in trees.stderr and "drafts chains" not in trees.stderr
     chains = specchat("ask", "f(x) = (y)", "--target", str(tiny.target), "--draft",
                       str(tiny.other_vocab), "--max-tokens", "8", "--tree", tmp_path=tmp_path)
     assert chains.returncode == 0, chains.stderr

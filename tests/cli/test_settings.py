@@ -48,7 +48,7 @@ def test_flags_override_and_a_bad_config_value_is_reported_not_used():
         ["ask", "hi", "--k", "6", "--policy", "adaptive", "--ctx", "512", "--stop", "a",
          "--stop", "b", "--target-gpu-layers", "0"])
     s = schema.from_args(args)
-    assert (s.draft.k, s.draft.engine().adaptive, s.models.n_ctx) == (6, True, 512)
+    assert (s.draft.k, s.draft.engine().policy_kind == "adaptive", s.models.n_ctx) == (6, True, 512)
     assert s.sampling.stop == ["a", "b"] and s.models.target_gpu_layers == 0
     assert s.sampling.seed == 5 and Settings().sampling.stop == []
 

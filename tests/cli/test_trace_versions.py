@@ -34,7 +34,8 @@ def test_a_trace_of_this_version_reads_its_counts_not_its_rates(tiny, tmp_path):
 
     path = tmp_path / "turn.jsonl"
     proc = specchat("ask", "count me", "--target", str(tiny.target), "--draft", str(tiny.draft),
-                    "--max-tokens", "24", "--k", "3", "--trace", str(path), tmp_path=tmp_path)
+                    "--max-tokens", "24", "--k", "3", "--policy", "fixed", "--trace", str(path),
+                    tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = path.read_text(encoding="utf-8").splitlines()
     assert json.loads(lines[0])["version"] == VERSION == 2

@@ -28,7 +28,7 @@ from specchat.engine.events import RoundEvent, TokenEvent, TokenKind, TurnEvent,
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.model_drafter import ModelDrafter
 from specchat.engine.ngram_drafter import NgramDrafter
-from specchat.engine.policy import FixedPolicy
+from specchat.engine.policy import FixedPolicy, PolicyKind
 from specchat.engine.policy.reply import TARGET_CONF_EMA
 from specchat.engine.sampling import SamplingParams
 from specchat.errors import ContextOverflowError
@@ -38,28 +38,28 @@ from specchat.errors import ContextOverflowError
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**GREEDY_CASES)
-def test_greedy_matches_target_only_up_to_a_near_tie(models, near_tie, text, k, drafter, adaptive):
+def test_greedy_matches_target_only_up_to_a_near_tie(models, near_tie, text, k, drafter, policy):
     target, draft = models
-    check_greedy_rule(target, make_drafter(drafter, draft), prompt_ids(target, text), k, adaptive,
+    check_greedy_rule(target, make_drafter(drafter, draft), prompt_ids(target, text), k, policy,
                       near_tie)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**GREEDY_CASES)
 def test_a_hot_vocabulary_draft_changes_no_greedy_token(models, hot_draft, near_tie, text, k,
-                                                        drafter, adaptive):
+                                                        drafter, policy):
     """A draft that cannot propose half the vocabulary (FR-Spec) drafts less well, never
     differently for the user."""
     target, _ = models
     check_greedy_rule(target, make_drafter(drafter, hot_draft), prompt_ids(target, text), k,
-                      adaptive, near_tie)
+                      policy, near_tie)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**GREEDY_CASES)
-def test_padded_verify_batches_change_no_token(models, near_tie, text, k, drafter, adaptive):
+def test_padded_verify_batches_change_no_token(models, near_tie, text, k, drafter, policy):
     target, draft = models
-    check_greedy_rule(target, make_drafter(drafter, draft), prompt_ids(target, text), k, adaptive,
+    check_greedy_rule(target, make_drafter(drafter, draft), prompt_ids(target, text), k, policy,
                       near_tie, padded=True)
 
 
@@ -505,7 +505,7 @@ def test_each_round_the_adaptive_policy_declines_says_why_and_the_turn_sums_it_u
     and why; a round that drafts carries none."""
     target, draft = models
     engine = SpeculativeEngine(target, ModelDrafter(draft, GREEDY, np.random.default_rng(0)),
-                               GREEDY, DraftSettings(k=8, adaptive=True))
+                               GREEDY, DraftSettings(k=8, policy_kind=PolicyKind.ADAPTIVE))
     events = list(engine.generate(prompt_ids(target, "hello world"),
                                   GenerationSettings(max_tokens=40)))
     rounds = [e for e in events if isinstance(e, RoundEvent)]

@@ -24,6 +24,7 @@ from support.models import GREEDY, prompt_ids, run
 from specchat.engine.drafters import NoDrafter
 from specchat.engine.events import TokenEvent
 from specchat.engine.loop import SpeculativeEngine
+from specchat.engine.policy import PolicyKind
 
 PROMPT = "the cat sat on"
 
@@ -141,7 +142,7 @@ def test_an_engine_that_drops_the_last_token_fails_the_greedy_rule(models, monke
 
     def check() -> None:
         check_greedy_rule(target, make_drafter("model", draft), prompt_ids(target, PROMPT), k=3,
-                          adaptive=False, near_tie=0.0)
+                          policy=PolicyKind.FIXED, near_tie=0.0)
 
     if engine == "as built":
         check()

@@ -21,6 +21,7 @@ from support.plans import PassesFor
 from specchat.engine import kvsync
 from specchat.engine.events import RoundEvent
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
+from specchat.engine.policy import PolicyKind
 from specchat.engine.text_drafter import (
     SharedTokens,
     TextDrafter,
@@ -76,7 +77,7 @@ def test_both_tiny_vocabularies_round_trip_text_and_differ(text_pair):
 def test_greedy_drafting_as_text_matches_target_only_up_to_a_near_tie(text_pair, near_tie, text, k):
     target, other = text_pair
     drafter = TextDrafter(other, target, GREEDY, np.random.default_rng(0))
-    check_greedy_rule(target, drafter, prompt_ids(target, text), k, False, near_tie)
+    check_greedy_rule(target, drafter, prompt_ids(target, text), k, PolicyKind.FIXED, near_tie)
 
 
 def test_the_draft_proposes_target_tokens_and_keeps_its_cache(text_pair):

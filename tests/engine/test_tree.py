@@ -29,7 +29,7 @@ from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.model_drafter import ModelDrafter
 from specchat.engine.ngram_drafter import NgramDrafter
-from specchat.engine.policy import FixedPolicy, MachineCosts, TreeSettings
+from specchat.engine.policy import FixedPolicy, MachineCosts, PolicyKind, TreeSettings
 from specchat.engine.policy.acceptance import Acceptance
 from specchat.engine.policy.branching import Branching, BranchRates
 from specchat.engine.sampling import sample
@@ -43,11 +43,11 @@ ALWAYS = TreeSettings(nodes=6, p_max=1.01, width=3)
 # -- greedy -------------------------------------------------------------------------------------
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**GREEDY_CASES)
-def test_greedy_trees_reply_as_the_target_alone(models, near_tie, text, k, drafter, adaptive):
+def test_greedy_trees_reply_as_the_target_alone(models, near_tie, text, k, drafter, policy):
     target, draft = models
     events = check_greedy_rule(target, make_drafter(drafter, draft), prompt_ids(target, text),
-                               k, adaptive, near_tie, tree=ALWAYS)
-    if drafter == "model" and not adaptive:  # the fixed policy branches wherever it drafts
+                               k, policy, near_tie, tree=ALWAYS)
+    if drafter == "model" and policy == PolicyKind.FIXED:  # the fixed policy branches wherever it drafts
         assert all(e.branch_nodes for e in events if isinstance(e, RoundEvent) and e.drafted)
 
 

@@ -22,7 +22,7 @@ from specchat.engine.events import ContextEvent, TokenEvent, TokenKind, TurnEven
 from specchat.engine.loop import DraftSettings, GenerationSettings, SpeculativeEngine
 from specchat.engine.model_drafter import ModelDrafter
 from specchat.engine.ngram_drafter import NgramDrafter
-from specchat.engine.policy import TreeSettings
+from specchat.engine.policy import PolicyKind, TreeSettings
 from specchat.engine.sampling import SamplingParams, sample
 from specchat.engine.verify import Verdict
 from support import modes
@@ -87,7 +87,7 @@ GREEDY_CASES = {
                     max_size=30),
     "k": st.integers(1, 6),
     "drafter": st.sampled_from(["model", "ngram", "combined"]),
-    "adaptive": st.booleans(),
+    "policy": st.sampled_from(list(PolicyKind)),
 }
 
 
@@ -96,14 +96,14 @@ PADDING_SHAPE = (1.0, 1.6, 2.1, 1.4, 2.1, 2.6, 3.0, 2.4, 3.0, 3.4, 3.8, 3.3)
 x86 after specchat's patch, docs/lab/): given as known, it makes the engine pad."""
 
 
-def check_greedy_rule(target: RecordingBackend, drafter, ids: list[int], k: int, adaptive: bool,
-                      near_tie: float, padded: bool = False,
+def check_greedy_rule(target: RecordingBackend, drafter, ids: list[int], k: int,
+                      policy: PolicyKind, near_tie: float, padded: bool = False,
                       tree: TreeSettings | None = None) -> list:
     """The engine's greedy rule on any backend (`check_greedy_engine`) with `drafter` at k,
-    fixed or adaptive. `padded`: with a known curve that pads verify batches; `tree`: drafting
+    under `policy`. `padded`: with a known curve that pads verify batches; `tree`: drafting
     trees. Returns the speculative run's events."""
     spec = SpeculativeEngine(target, drafter, GREEDY,
-                             DraftSettings(k=k, adaptive=adaptive, tree=tree))
+                             DraftSettings(k=k, policy_kind=policy, tree=tree))
     if padded:
         spec.policy.costs.machine.shape = PADDING_SHAPE
     return check_greedy_engine(target, spec, ids, near_tie)[0]
@@ -291,9 +291,10 @@ MODE_PROMPT = ("0123456789 abcdefghijklmnopqrstuvwxyz.\nthe cat sat on the mat a
 """Every mode's prompt: the n-gram drafters find `the cat sat on` twice before, gone on two
 ways (a chain and a branch), and most single characters a sampled first token can be."""
 
-ADAPTIVE_WARM_UP = 4
-"""Replies an adaptive mode's engine makes before its check: a first reply has no acceptance
-measured yet and declines until a probe comes."""
+WARM_UP = 4
+"""Replies the engine of a mode whose policy learns the machine (adaptive, guarded) makes before
+its check: an adaptive first reply has no acceptance measured yet and declines until a probe
+comes; a guarded one takes a plain step before its first draft."""
 
 WIDEST = 8
 """Candidates for the first and the second token whose triples the sampling check scores."""
@@ -352,18 +353,19 @@ def sampled_triples(engine, target, ids: list[int], n: int, turns: list
 def mode_engine(mode: modes.Mode, target, draft, other_vocab, monkeypatch
                 ) -> tuple[SpeculativeEngine, list[int]]:
     """The engine of `mode` over the tiny pair on any backend (`target` a RecordingBackend; the
-    adaptive policy on a FakeClock, some replies old), read back as the mode, and the prompt."""
-    base = target
-    if mode.policy == "adaptive":
+    policies that learn the machine on a FakeClock where drafting pays, some replies old), read
+    back as the mode, and the prompt."""
+    base, learns = target, mode.policy != PolicyKind.FIXED
+    if learns:
         target, draft, other_vocab = modes.on_fake_clock(monkeypatch, target, draft, other_vocab)
     rng = np.random.default_rng(zlib.crc32(mode.id.encode()))
     drafter = modes.make_drafter(mode.drafter, draft, other_vocab, target, mode.sampling, rng)
     spec = SpeculativeEngine(target, drafter, mode.sampling, mode.settings, rng)
     assert modes.mode_of(spec) == (mode.drafter, mode.policy, mode.tree, mode.sampling)
     ids = prompt_ids(base, MODE_PROMPT)
-    if mode.policy == "adaptive":  # a session some replies old: its costs and rates learned
+    if learns:  # a session some replies old: its costs and rates learned
         modes.knows_the_draft(spec)
-        for _ in range(ADAPTIVE_WARM_UP):
+        for _ in range(WARM_UP):
             run(spec, ids, max_tokens=32)
     return spec, ids
 

@@ -32,7 +32,7 @@ from specchat.engine.drafters import Drafter, NoDrafter
 from specchat.engine.loop import DraftSettings, SpeculativeEngine
 from specchat.engine.model_drafter import ModelDrafter
 from specchat.engine.ngram_drafter import NgramDrafter
-from specchat.engine.policy import AdaptivePolicy, TreeSettings
+from specchat.engine.policy import PolicyKind, TreeSettings
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.text_drafter import TextDrafter
 
@@ -129,7 +129,7 @@ class Mode:
 
     @property
     def settings(self) -> DraftSettings:
-        return DraftSettings(k=K, adaptive=self.policy == "adaptive",
+        return DraftSettings(k=K, policy_kind=PolicyKind(self.policy),
                              tree=TREE if self.tree else None)
 
 
@@ -175,7 +175,7 @@ def mode_of(engine: SpeculativeEngine) -> tuple[str, str, bool, SamplingParams]:
     d = engine.drafter
     kind = (f"ngram+{DRAFTER_NAMES[type(d.drafter)]}" if isinstance(d, CombinedDrafter)
             else DRAFTER_NAMES[type(d)])
-    policy = "adaptive" if isinstance(engine.policy, AdaptivePolicy) else "fixed"
+    policy = str(engine.policy.kind)
     return kind, policy, engine.policy.tree is not None, engine.sampling
 
 

@@ -64,6 +64,9 @@ class GatedDrafter:
     def release(self, committed) -> None:
         self.inner.release(committed)
 
+    def read(self, committed) -> int:
+        return self.inner.read(committed)
+
 
 async def mid_turn(app, pilot, text: str) -> GatedDrafter:
     """Send `text` with the engine's drafter gated: back once the turn waits at its third
@@ -691,3 +694,29 @@ def test_a_message_typed_while_the_models_load_is_kept_and_not_sent(tmp_path):
     assert text == "hello"
     assert any(m.startswith("not ready yet (asking the llama-server") for m in messages), messages
     assert app.history.conversations() == []
+
+
+def test_a_message_is_read_while_it_is_typed_and_the_panel_says_what_that_saved(tiny, tmp_path):
+    """Typed key by key and not sent yet, the message is read by both models; after Enter the
+    turn counts those tokens and the panel gives the first token's wait against the target
+    alone's."""
+    app = make_app(tiny, tmp_path)
+    text = "the cat sat on the mat"
+
+    async def scenario():
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            engine = app.chat_screen.chat.session.engine
+            before = len(engine.target.tokens)
+            app.chat_screen.query_one(PromptInput).focus()
+            await pilot.press(*("space" if c == " " else c for c in text))
+            await until(pilot, lambda: len(engine.target.tokens) >= before + len(text) - 3)
+            assert list(engine.drafter.model.tokens) == list(engine.target.tokens)
+            await pilot.press("enter")
+            await until(pilot, lambda: len(app.chat_screen.chat.session.conversation.messages)
+                        == 2 and not app.chat_screen.busy)
+            turn = app.chat_screen.transcript.last_turn
+            assert turn.counts.typed_ahead_tokens >= len(text) - 3
+            side = str(app.chat_screen.query_one(StatsPanel).render())
+            assert f"{turn.counts.typed_ahead_tokens} tokens read while typing" in side
+    run_async(scenario)

@@ -45,7 +45,7 @@ def test_the_page_names_itself_and_a_shipped_trace_plays_in_verdict_colours(tmp_
 def test_a_message_typed_in_the_browser_gets_a_streamed_reply_on_the_tiny_models(tmp_path, tiny,
                                                                                  chromium):
     served = Served(tmp_path, "--target", str(tiny.target), "--draft", str(tiny.draft),
-                    "--max-tokens", "40", "--temperature", "0")
+                    "--max-tokens", "40", "--temperature", "0", "--policy", "fixed")
     try:
         with browser(chromium) as b:
             page, _ = _open(b, served.url)

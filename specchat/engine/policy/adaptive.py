@@ -8,6 +8,7 @@ from __future__ import annotations
 from specchat.engine.policy.base import Policy, PricedPlan
 from specchat.engine.policy.branching import TreeSettings
 from specchat.engine.policy.cost_model import CostModel
+from specchat.engine.policy.kind import PolicyKind
 from specchat.engine.policy.rates import expected_tokens
 from specchat.engine.policy.schedule import ProbeSchedule
 from specchat.engine.types import Plan
@@ -18,16 +19,14 @@ REALIZED_MIN = 3.0
 """Drafting rounds of a source at a level of the running confidence after which what they
 brought overrules the prediction there (declining where they made fewer tokens a second than
 plain steps)."""
-PAYBACK_TOKENS = 32
-"""A catch-up is paid up front and must be earned back within the reply's next 32 tokens, or
-the more that the last replies' median length leaves it (`ReplyLengths`), and never beyond its
-token limit: replies often end well before that limit."""
 EXPLORE_SAMPLES = 3
 """Rounds a batch size one past the best is timed before its extrapolation is trusted."""
 
 
 class AdaptivePolicy(Policy):
     """Choose each round's draft length from the cost model."""
+
+    kind = PolicyKind.ADAPTIVE
 
     def __init__(self, k_max: int = 8, costs: CostModel | None = None,
                  tree: TreeSettings | None = None) -> None:
@@ -51,8 +50,8 @@ class _AdaptivePlan(PricedPlan):
         self.costs, self.probes = policy.costs, policy.probes
         self.branching = policy.tree.branching(priced=True) if policy.tree else None
         self.cap = min(cap, policy.k_max)
-        self.ahead = min(max(cap, 1), max(PAYBACK_TOKENS, policy.costs.reply_left()))
-        """The reply's next tokens a catch-up must pay back within."""
+        self.left = cap
+        """Tokens the reply may still write: a catch-up must pay back before its end."""
         self.rate = 0.0
         """The best expected rate of this round (tokens/s): a token is kept only if it adds
         tokens faster than this."""
@@ -82,9 +81,7 @@ class _AdaptivePlan(PricedPlan):
         return tokens / seconds
 
     def _pays(self, rate: float, plain: float, catchup_s: float) -> bool:
-        """Drafting at `rate` beats plain steps over the reply's next tokens, once the draft
-        model has caught up (`catchup_s`, paid once: a drafting model stays in step)."""
-        return self.ahead / rate + catchup_s < self.ahead / plain
+        return self.costs.pays_back(rate, plain, catchup_s, self.left)
 
     def _choose(self, source: str, uses_passes: bool, behind: int) -> int:
         costs, machine, cap = self.costs, self.costs.machine, self.cap

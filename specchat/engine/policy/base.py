@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specchat.engine.policy.cost_model import CostModel
+from specchat.engine.policy.kind import PolicyKind
 from specchat.engine.types import Draft, Plan
 
 
@@ -39,6 +40,7 @@ class Policy:
     """A draft-length policy: `plan` a round, `observe` what it did."""
 
     name: str
+    kind: PolicyKind
     costs: CostModel
 
     def plan(self, cap: int, writing: str | None = None) -> Plan:

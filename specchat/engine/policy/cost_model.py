@@ -10,9 +10,14 @@ from dataclasses import dataclass, field
 from specchat.engine.policy.acceptance import Acceptance
 from specchat.engine.policy.branching import POINT_CHANCE, BranchRates, chance_given_refused
 from specchat.engine.policy.machine import MachineCosts
-from specchat.engine.policy.rates import Yield, expected_tokens
+from specchat.engine.policy.rates import Recent, Yield, expected_tokens
 from specchat.engine.policy.reply import ReplyLengths, ReplyState
 from specchat.engine.types import Draft
+
+PAYBACK_TOKENS = 32
+"""A catch-up is paid up front and must be earned back within the reply's next 32 tokens, or
+the more that the last replies' median length leaves it (`ReplyLengths`), and never beyond its
+token limit: replies often end well before that limit."""
 
 
 @dataclass
@@ -39,6 +44,15 @@ class CostModel:
         """Tokens the reply now written may still run, as long as the last replies ran (each
         position of the running confidence is a token of the reply)."""
         return self.lengths.left(self.reply.target_conf_n)
+
+    def pays_back(self, rate: float, plain: float, catchup_s: float, left: int,
+                  whole_reply: bool = False) -> bool:
+        """Drafting at `rate` beats plain steps over the reply's next tokens (at most `left`;
+        all of them where `whole_reply`), once the draft model has caught up (`catchup_s`,
+        paid once: a drafting model stays in step)."""
+        ahead = max(left, 1) if whole_reply else min(
+            max(left, 1), max(PAYBACK_TOKENS, self.reply_left()))
+        return ahead / rate + catchup_s < ahead / plain
 
     def empty_rate(self, source: str) -> float:
         return self.acceptance.empty_rate(source, self.reply)
@@ -69,10 +83,12 @@ class CostModel:
         tested = min(len(draft), accepted + 1)  # tokens after the first refusal were not tested
         if source:  # before the running confidence moves on: both key on where the round began
             caught_up_s = self._learn_draft_costs(draft, draft_s)
-            at = self.reply.conf_bin
-            if batch and draft.drafter_ran and at is not None:
-                self.reply.realized.setdefault((self.reply.where(source), at), Yield()).add(
-                    accepted + 1, draft_s - caught_up_s + verify_s)
+            at, where = self.reply.conf_bin, self.reply.where(source)
+            if batch and draft.drafter_ran:
+                spent = draft_s - caught_up_s + verify_s
+                self.reply.recent.setdefault(where, Recent()).add(accepted + 1, spent)
+                if at is not None:
+                    self.reply.realized.setdefault((where, at), Yield()).add(accepted + 1, spent)
             self.acceptance.observe(source, accepted, tested, draft.conf)
         self.acceptance.observe_target_conf(source, accepted, tested, self.reply)
         self.reply.move_confidence(target_conf)

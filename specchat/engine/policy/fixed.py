@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from specchat.engine.policy.base import Policy, PricedPlan
 from specchat.engine.policy.branching import Branching, TreeSettings
 from specchat.engine.policy.cost_model import CostModel
+from specchat.engine.policy.kind import PolicyKind
 from specchat.engine.types import Plan
 
 
@@ -48,6 +49,8 @@ class _FixedPlan(PricedPlan):
 
 class FixedPolicy(Policy):
     """Draft k tokens every round, stopping below `p_min`; still predicts each round's rate."""
+
+    kind = PolicyKind.FIXED
 
     def __init__(self, k: int, p_min: float = 0.0, costs: CostModel | None = None,
                  tree: TreeSettings | None = None) -> None:

@@ -3,6 +3,7 @@ acceptance estimates share (the measurements behind the constants: docs/lab/).""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from copy import copy
 
@@ -11,6 +12,9 @@ DECAY = 0.97
 within a few dozen rounds."""
 PRIOR_ACCEPT, PRIOR_WEIGHT = 0.6, 2.0
 EXPLORE_BONUS = 1.0
+RECENT_ROUNDS = 4
+"""Rounds `Recent` keeps: enough that one unlucky round does not decide, few enough that a
+draft that stopped paying stops within a few rounds."""
 CONF_BINS = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995, 1.01)
 
 
@@ -58,6 +62,36 @@ class Yield:
     @property
     def rate(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else float("inf")
+
+
+class Recent:
+    """Tokens and seconds of the last `RECENT_ROUNDS` rounds: what drafting brings now, for a
+    decision that must follow the text within a few rounds."""
+
+    __slots__ = ("rounds",)
+
+    def __init__(self) -> None:
+        self.rounds: deque[tuple[int, float]] = deque(maxlen=RECENT_ROUNDS)
+
+    def add(self, tokens: int, seconds: float) -> None:
+        self.rounds.append((tokens, seconds))
+
+    @property
+    def n(self) -> int:
+        return len(self.rounds)
+
+    @property
+    def full(self) -> bool:
+        return len(self.rounds) == RECENT_ROUNDS
+
+    def all_stood(self, length: int) -> bool:
+        """Every round kept brought a whole `length`-token draft and the token after it."""
+        return all(tokens > length for tokens, _ in self.rounds)
+
+    @property
+    def rate(self) -> float:
+        seconds = sum(s for _, s in self.rounds)
+        return sum(t for t, _ in self.rounds) / seconds if seconds > 0 else float("inf")
 
 
 def conf_bin(conf: float) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from specchat.engine.policy.rates import Yield, conf_bin
+from specchat.engine.policy.rates import Recent, Yield, conf_bin
 from specchat.engine.text_kind import TEXT
 
 LENGTHS_KEPT = 9
@@ -43,6 +43,9 @@ class ReplyState:
     """Tokens a second each source's drafting rounds brought in this reply (a catch-up on
     missed tokens left out: it is paid once), by where and by the bin of the running
     confidence the round began with: the check on the predictions."""
+    recent: dict[Where, Recent] = field(default_factory=dict)
+    """What each source's last drafting rounds in this reply brought, by kind of text (a
+    catch-up left out), whatever the confidence: the guarded policy's evidence."""
     last_empty: dict[str, bool] = field(default_factory=dict)
     """Whether each source's latest pass ended in no draft."""
 

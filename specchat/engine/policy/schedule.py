@@ -40,6 +40,7 @@ class ProbeSchedule:
 
     def new_reply(self) -> None:
         """A new message may be another kind of text: the first probe comes after
-        `PROBE_FIRST` declined rounds, not after a schedule that grew on prose."""
+        `PROBE_FIRST` declined rounds, not after a schedule that grew on prose; the rounds
+        declined in the replies before still count, so a run of short replies probes too."""
         self.every, self.probed = PROBE_EVERY, False
-        self.since = PROBE_EVERY - PROBE_FIRST
+        self.since = max(self.since, PROBE_EVERY - PROBE_FIRST)

@@ -175,6 +175,13 @@ class ChatScreen(Screen):
         self.begin_reply(message.text)
         self.turns.reply(self.chat, message.text, self.settings.sampling.generation())
 
+    @on(PromptInput.Changed)
+    def read_typed(self, message: PromptInput.Changed) -> None:
+        """The models read the message as it is typed, so Enter leaves little to read."""
+        if self.chat is not None and message.text_area.text.strip():
+            self.turns.read_typed(self.chat, message.text_area.text,
+                                  self.settings.sampling.max_tokens)
+
     def begin_reply(self, text: str) -> None:
         """Show (and, in a conversation, save) the user's message and open an empty reply."""
         self.view.open_reply(text, self.turns.gate.on)

@@ -24,6 +24,43 @@ from specchat.ui.pacing import StepGate, round_batches
 from specchat.ui.screens.race_screen import RaceScreen
 
 
+class TypingReader:
+    """The message being typed, read on the model thread one read at a time, the latest text
+    each time (a one-slot mailbox between the UI thread and the model thread; a turn sent
+    meanwhile waits for the read in flight, which is reading it needs anyway)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next: tuple[ChatState, str, int] | None = None
+        self._reading = False
+
+    def read(self, chat: ChatState, text: str, max_tokens: int) -> None:
+        """(UI thread) Read this text next; start the reader where none runs."""
+        with self._lock:
+            self._next = (chat, text, max_tokens)
+            start, self._reading = not self._reading, True
+        if start:
+            model_thread.submit(self._read_latest)
+
+    def _read_latest(self) -> None:
+        """(model thread) Read the latest text until none is left."""
+        try:
+            while True:
+                with self._lock:
+                    job, self._next = self._next, None
+                    self._reading = job is not None
+                if job is None:
+                    return
+                try:
+                    job[0].read_ahead(job[1], job[2])
+                except SpecchatError:
+                    pass  # a message that cannot be read ahead (too long): Enter says why
+        except BaseException:  # unforeseen: the next keystroke starts a reader again
+            with self._lock:
+                self._reading = False
+            raise
+
+
 class TurnRunner(Widget):
     """One turn at a time; Esc (`stop`) ends it after the round in flight."""
 
@@ -35,6 +72,7 @@ class TurnRunner(Widget):
         """How fast a race plays back (--speed)."""
         self.cancel = threading.Event()
         self.gate = StepGate()
+        self.typing = TypingReader()
 
     @property
     def busy(self) -> bool:
@@ -71,6 +109,13 @@ class TurnRunner(Widget):
                     gate.hold(cancel)  # the engine's clock excludes this pause
         except SpecchatError as exc:
             self.post_message(WorkerFailed(str(exc), text))
+            return
+        model_thread.submit(chat.catch_up)  # while the reply is read, after this turn
+
+    def read_typed(self, chat: ChatState, text: str, max_tokens: int) -> None:
+        """While the user types, between turns: the models read the message so far."""
+        if not self.busy:
+            self.typing.read(chat, text, max_tokens)
 
     @work(thread=True, exclusive=True, group="turn")
     def replay(self, trace: Trace, speed: float) -> None:

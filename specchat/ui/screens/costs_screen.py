@@ -45,6 +45,26 @@ DEFAULT_ACCEPT = 0.8
 STEP = 0.05
 
 
+def guarded_rungs(costs: Costs, k: int) -> list[tuple[int, float | None]]:
+    """The draft lengths the guarded policy steps through (k, then 1) with the acceptance at
+    which each breaks even here (None: none pays)."""
+    return [(n, break_even(costs, n)) for n in sorted({max(1, k), 1}, reverse=True)]
+
+
+def guarded_words(costs: Costs, k: int) -> str:
+    """The default policy's threshold, with this machine's numbers."""
+    rungs = guarded_rungs(costs, k)
+    if all(even is None for _, even in rungs):
+        return ("The guarded policy (the default) does not draft here: no draft length would "
+                "pay even if every draft stood.")
+    said = "; ".join(f"{n} token{'s' if n > 1 else ''} while about {even:.0%} stand"
+                     if even is not None else f"{n} token{'s' if n > 1 else ''} never"
+                     for n, even in rungs)
+    return ("The guarded policy (the default) keeps a draft length while its last rounds bring "
+            "more tokens a second than plain steps, and steps down (k, then 1, then none) "
+            f"below that. On this curve a length pays, at every position: {said}.")
+
+
 class CostsScreen(Screen):
     """F7 from the chat; +/- move the acceptance, G switches the verify curve, M measures
     again, Esc closes."""
@@ -150,6 +170,10 @@ class CostsScreen(Screen):
         plt.plot(ks, [speedup(shown.free_drafter(), accept, k) for k in ks],
                  label="a free drafter (n-gram)", marker="braille")
         plt.plot(ks, [1.0] * len(ks), label="break-even", marker="dot")
+        rungs = [n for n, even in guarded_rungs(shown, self.k) if even is not None]
+        if rungs and here.draft > 0:
+            plt.scatter(rungs, [1.0] * len(rungs), marker="o",
+                        label="guarded (default): steps down below break-even here")
         if self.turns and not self.flat:
             plt.scatter([t.k for t in self.turns], [t.speedup for t in self.turns],
                         label="your turns (measured)", marker="x")
@@ -190,6 +214,7 @@ class CostsScreen(Screen):
         else:
             lines.append(f"So at k={k} a draft must be accepted {even:.0%} of the time (at every "
                          f"position) just to break even.")
+        lines.append(guarded_words(costs, k))
         best, gain = best_k(costs, accept, K_MAX)
         free_k, free_gain = best_k(costs.free_drafter(), accept, K_MAX)
         best_text = (f"best k={best}: {gain:.2f}x" if best else

@@ -11,7 +11,7 @@ from specchat.cpu import busy_note
 from specchat.engine.events import TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.numbers import fmt
-from specchat.wording import about_the_same, fewer_threads
+from specchat.wording import about_the_same, fewer_threads, typed_ahead_words
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -55,7 +55,9 @@ class StatsPanel(Static):
             f"mean accepted len {fmt(stats.mean_accepted_length, '.2f')}",
             f"decode tok/s      {fmt(rate, '.1f')}",
             f"predicted tok/s   {fmt(stats.predicted_tokens_per_second, '.1f')}  (cost model)",
-            f"time to 1st token {fmt(stats.t_first and stats.t_first * 1000, '.0f', ' ms')}",
+            f"time to 1st token {fmt(stats.t_first and stats.t_first * 1000, '.0f', ' ms')}"
+            + (f"\n  {typed_ahead_words(final.counts).strip(' ()')}"
+               if final and final.counts.typed_ahead_tokens else ""),
             f"inter-token mean  {fmt(stats.itl_mean and stats.itl_mean * 1000, '.0f', ' ms')}",
             f"inter-token p95   {fmt(stats.itl_p95 and stats.itl_p95 * 1000, '.0f', ' ms')}",
             f"draft length k    {stats.k}  (this round)",

@@ -1,0 +1,169 @@
+"""The guarded policy: llama.cpp's rule (k tokens a round, stop below a confidence) while it
+pays on this machine, and a shorter draft or none where it does not.
+
+Each source's drafting rounds in each kind of text are held against a plain target step as this
+machine runs it now: a length whose last rounds brought fewer tokens a second steps down (k,
+then 1, then no draft), a short draft whose last rounds all stood tries k again, with probes
+at k now and then, and at once where the text changes (a
+code block opens, the target grows sure of the text). No round drafts where even drafts that
+always stood would lose to plain steps with the costs measured here, or where a draft model
+must first catch up on what it missed and the text does not look predictable enough to earn
+that back. It needs no history: a reply's first rounds decide; a later reply starts where the
+last left each source and kind of text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specchat.engine.policy.branching import TreeSettings
+from specchat.engine.policy.cost_model import CostModel
+from specchat.engine.policy.fixed import FixedPolicy, _FixedPlan
+from specchat.engine.policy.kind import PolicyKind
+from specchat.engine.policy.rates import expected_tokens
+from specchat.engine.policy.reply import Where
+from specchat.engine.policy.schedule import ProbeSchedule
+from specchat.engine.text_kind import CODE
+from specchat.engine.types import Plan
+
+EVIDENCE_ROUNDS = 2
+"""Drafting rounds at a length before what they brought decides whether the length stays."""
+SURE_RISE, SURE_AT = 0.15, 0.9
+"""Where drafting stopped, a probe comes at once when the target's running confidence rose by
+0.15 since, to at least 0.9: the text grew predictable."""
+
+
+@dataclass
+class _Ladder:
+    """Where one source stands in one kind of text: the draft length it runs now."""
+
+    length: int
+    why: str = ""
+    """Why it stepped down last, from what it measured."""
+    stopped_conf: float | None = None
+    """The target's running confidence where drafting stopped."""
+
+
+@dataclass
+class _GuardedPlan(_FixedPlan):
+    policy: GuardedPolicy | None = None
+    left: int = 0
+    """Tokens the reply may still write."""
+
+    def k(self, source: str, uses_passes: bool, behind: int = 0) -> int:
+        assert self.policy is not None
+        self.asked = self.policy.length(source, uses_passes, behind, self)
+        return self.asked
+
+    def decline(self, why: str) -> int:
+        self.declined, self.why = True, why
+        return 0
+
+
+class GuardedPolicy(FixedPolicy):
+    """Draft k tokens a round, stepping down where this reply's rounds lose to plain steps."""
+
+    kind = PolicyKind.GUARDED
+
+    def __init__(self, k: int, p_min: float = 0.0, costs: CostModel | None = None,
+                 tree: TreeSettings | None = None) -> None:
+        super().__init__(k, p_min, costs, tree)
+        self.name = f"guarded k={k}" + (" tree" if tree else "")
+        self.ladders: dict[Where, _Ladder] = {}
+        """Kept across replies: a reply starts where the last left each source and kind."""
+        self.probes = ProbeSchedule()
+
+    def _plan(self, cap: int) -> Plan:
+        branching = self.tree.branching(priced=False) if self.tree else None
+        return _GuardedPlan(min(self.k, cap), self.p_min, self.costs, branching, policy=self,
+                            left=cap)
+
+    def start_turn(self) -> None:
+        self.probes.new_reply()
+        self.costs.start_turn()
+
+    def length(self, source: str, uses_passes: bool, behind: int, plan: _GuardedPlan) -> int:
+        """The draft length `source` runs this round (0: a plain step, with `plan.why`)."""
+        costs, machine = self.costs, self.costs.machine
+        if not machine.warm:  # first a plain target step: what every length is held against
+            return 0
+        where = costs.reply.where(source)
+        ladder = self.ladders.setdefault(where, _Ladder(self.k))
+        plain = 1.0 / machine.verify_s(1)
+        seen = costs.reply.recent.get(where)
+        if seen is not None and seen.n >= EVIDENCE_ROUNDS and ladder.length:
+            if seen.rate < plain:
+                self._step_down(where, ladder, seen.rate, plain)
+            else:
+                self.probes.paid()
+                if ladder.length < self.k and seen.full and seen.all_stood(ladder.length):
+                    ladder.length = self.k  # every short draft stood: try k again
+                    costs.reply.recent.pop(where, None)
+        n = min(ladder.length or self.k, plan.k_max)
+        probe = not ladder.length
+        if probe and not self._probe_due(ladder):
+            return plan.decline(ladder.why)
+        why = (self._never_pays(source, uses_passes, n, plain)
+               or self._catchup_loses(source, uses_passes, behind, n, plain, plan.left))
+        if why:
+            if not probe:  # a probe's round was counted as declined already
+                self.probes.declined()
+            return plan.decline(why)
+        if probe:
+            self.probes.probe()
+            ladder.length = self.k
+            costs.reply.recent.pop(where, None)  # the probe's own rounds decide
+        return n
+
+    def _step_down(self, where: Where, ladder: _Ladder, rate: float, plain: float) -> None:
+        ladder.why = (f"{ladder.length}-token drafts brought {rate:.1f} tok/s, plain steps "
+                      f"{plain:.1f}")
+        ladder.length = 1 if ladder.length > 1 else 0
+        ladder.stopped_conf = self.costs.reply.target_conf
+        self.costs.reply.recent.pop(where, None)
+
+    def _probe_due(self, ladder: _Ladder) -> bool:
+        """Where drafting stopped: a probe is due by the schedule, or the text grew
+        predictable since."""
+        self.probes.declined()
+        conf, stopped = self.costs.reply.target_conf, ladder.stopped_conf
+        sure = (conf is not None and stopped is not None
+                and conf >= max(stopped + SURE_RISE, SURE_AT))
+        if sure:
+            ladder.stopped_conf = conf
+        return self.probes.due or sure
+
+    def _never_pays(self, source: str, uses_passes: bool, n: int, plain: float) -> str:
+        """Why no draft of up to n tokens can beat a plain step, even one that always stood,
+        at the costs measured here (empty where one can, or the draft's cost is not known)."""
+        machine = self.costs.machine
+        if machine.pass_time(source) is None:
+            return ""
+        best = max((m + 1) / (machine.draft_s(source, m, uses_passes, 2) + machine.check_s(m + 1))
+                   for m in range(1, n + 1))
+        if best >= plain:
+            return ""
+        return f"drafts that always stood would bring {best:.1f} tok/s here, plain steps {plain:.1f}"
+
+    def _catchup_loses(self, source: str, uses_passes: bool, behind: int, n: int, plain: float,
+                       left: int) -> str:
+        """Why a draft model that must first read what it missed would not earn that back
+        within the reply's next tokens (inside a code block, within the rest of the reply:
+        code runs long and its drafts stand, docs/lab/2026-12-02-code-blocks-and-prose-what-the-target.md),
+        with each token standing as often as the target's running confidence, calibrated
+        here, says (empty where it would, or it is in step): the drafting rounds' own yield
+        takes over once they run."""
+        machine, costs = self.costs.machine, self.costs
+        steady = min(behind, 2)
+        catchup_s = (machine.draft_s(source, 1, uses_passes, behind)
+                     - machine.draft_s(source, 1, uses_passes, steady))
+        if not uses_passes or catchup_s <= 0:
+            return ""
+        guess = costs.predicted_accept(source)
+        if guess is None:
+            return "the text did not look predictable enough yet to catch the draft up"
+        rate = expected_tokens([guess] * n) / (machine.draft_s(source, n, uses_passes, steady)
+                                               + machine.check_s(1 + n))
+        if costs.pays_back(rate, plain, catchup_s, left, whole_reply=costs.reply.kind == CODE):
+            return ""
+        return (f"a {n}-token draft was expected at {rate:.1f} tok/s after a "
+                f"{catchup_s * 1000:.0f} ms catch-up, plain steps {plain:.1f}")

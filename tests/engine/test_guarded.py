@@ -1,0 +1,168 @@
+"""The guarded policy (the default): llama.cpp's k while its rounds beat plain steps on this
+machine, a shorter draft or none where they do not, saying why; probes that bring it back."""
+
+from __future__ import annotations
+
+import re
+
+from specchat.engine.policy import CostModel, GuardedPolicy
+from specchat.engine.policy.schedule import PROBE_FIRST
+from specchat.engine.text_kind import CODE, TEXT
+from specchat.engine.types import Draft, DraftCost
+
+M = "draft-model"
+STEP = 0.040
+"""A plain target step: 25 tok/s."""
+
+
+def warm(pass_s: float = 0.010, verify_slope: float = 0.1) -> CostModel:
+    """A cost model that has timed a plain step, verify batches of 2 and 4, and the draft's
+    pass, and has seen the target sure of its first tokens."""
+    costs = CostModel()
+    costs.observe(Draft(), 0, 0.0, STEP, 1, [0.9, 0.9, 0.9])
+    for n in (2, 4):
+        costs.observe(Draft(tokens=[0] * (n - 1)), 0, 0.0, STEP * (1 + verify_slope * (n - 1)), n)
+    costs.machine.learn_pass(M, pass_s)
+    return costs
+
+
+def drafted(costs: CostModel, k: int, stood: int, seconds: float) -> None:
+    """A round that drafted k tokens in step (nothing to catch up on), of which `stood` stood,
+    in `seconds` (draft and verify together)."""
+    draft = Draft(tokens=list(range(k)), q=[1.0] * k, source=M, uses_passes=True,
+                  cost=DraftCost(behind=1, catchup_s=seconds / 2))
+    costs.observe(draft, stood, seconds / 2, seconds / 2, k + 1, [0.9] * (stood + 1))
+
+
+def k_of(policy: GuardedPolicy, behind: int = 1):
+    plan = policy.plan(cap=100)
+    return plan.k(M, True, behind), plan
+
+
+def test_it_drafts_k_while_its_rounds_beat_plain_steps():
+    costs = warm()
+    policy = GuardedPolicy(3, costs=costs)
+    for _ in range(20):
+        k, plan = k_of(policy)
+        assert k == 3 and not plan.declined
+        drafted(costs, 3, 3, 0.080)  # 4 tokens in 80 ms: 50 tok/s against 25
+
+
+def test_a_length_that_loses_steps_down_to_one_then_none_and_says_why():
+    costs = warm()
+    policy = GuardedPolicy(3, costs=costs)
+    ks = []
+    for _ in range(6):
+        k, plan = k_of(policy)
+        ks.append(k)
+        if k:
+            drafted(costs, k, 0, 0.080)  # 1 token in 80 ms: 12.5 tok/s against 25
+    assert ks == [3, 3, 1, 1, 0, 0]
+    assert plan.declined
+    match = re.fullmatch(r"1-token drafts brought ([\d.]+) tok/s, plain steps ([\d.]+)", plan.why)
+    assert match and float(match[1]) < float(match[2]) == 25.0
+
+
+def test_a_probe_comes_on_the_schedule_and_a_probe_that_pays_brings_k_back():
+    costs = warm()
+    policy = GuardedPolicy(3, costs=costs)
+    policy.start_turn()
+    costs.observe(Draft(), 0, 0.0, STEP, 1, [0.9, 0.9, 0.9])
+    for k in (3, 3, 1, 1):
+        assert k_of(policy)[0] == k
+        drafted(costs, k, 0, 0.080)
+    declined = 0
+    while (k := k_of(policy)[0]) == 0:
+        declined += 1
+    assert k == 3 and declined == PROBE_FIRST - 1  # a new reply probes early: the 4th round
+    for _ in range(10):  # the text turned predictable: the probe's rounds pay, and k stays
+        drafted(costs, 3, 3, 0.080)
+        assert k_of(policy)[0] == 3
+
+
+def test_a_code_block_drafts_at_once_where_prose_stopped_drafting():
+    costs = warm()
+    policy = GuardedPolicy(3, costs=costs)
+    costs.writing(TEXT)
+    for k in (3, 3, 1, 1):
+        assert k_of(policy)[0] == k
+        drafted(costs, k, 0, 0.080)
+    assert k_of(policy)[0] == 0
+    costs.writing(CODE)
+    assert k_of(policy)[0] == 3
+
+
+def test_a_target_grown_sure_of_the_text_brings_a_probe_at_once():
+    costs = warm()
+    policy = GuardedPolicy(3, costs=costs)
+    costs.observe(Draft(), 0, 0.0, STEP, 1, [0.5] * 10)  # unsure where drafting stops
+    for k in (3, 3, 1, 1):
+        assert k_of(policy)[0] == k
+        drafted(costs, k, 0, 0.080)
+    assert k_of(policy)[0] == 0
+    costs.observe(Draft(), 0, 0.0, STEP, 1, [0.99] * 10)
+    assert k_of(policy)[0] == 3
+
+
+def test_where_even_drafts_that_always_stood_lose_it_never_drafts_nor_probes():
+    """A draft pass as dear as a target step and a verify batch as dear as its tokens' steps:
+    no draft can beat a plain step, so no round drafts, and each says so."""
+    costs = warm(pass_s=STEP, verify_slope=1.0)
+    policy = GuardedPolicy(3, costs=costs)
+    plans = [k_of(policy) for _ in range(300)]
+    assert all(k == 0 and plan.declined for k, plan in plans)
+    assert plans[0][1].why.startswith("drafts that always stood would bring")
+
+
+def test_a_draft_that_must_catch_up_does_so_only_where_the_text_looks_predictable():
+    """30 tokens to read first (about 75 ms at a quarter of a pass a token): where the target
+    is unsure of the text the catch-up would not be earned back, where it is sure it would."""
+    for conf, drafts in ((0.2, False), (0.999, True)):
+        costs = warm()
+        costs.machine.learn_catchup(M, 0.0025)
+        costs.observe(Draft(), 0, 0.0, STEP, 1, [conf] * 10)
+        k, plan = k_of(GuardedPolicy(3, costs=costs), behind=30)
+        assert (k == 3) == drafts and plan.declined != drafts
+        assert drafts or "catch-up" in plan.why
+
+
+def test_a_short_draft_whose_rounds_all_stood_tries_k_again():
+    costs = warm()
+    policy = GuardedPolicy(3, costs=costs)
+    for k in (3, 3):
+        assert k_of(policy)[0] == k
+        drafted(costs, k, 0, 0.080)
+    ks = []
+    for _ in range(5):
+        ks.append(k_of(policy)[0])
+        drafted(costs, 1, 1, 0.050)  # 2 tokens in 50 ms: 40 tok/s, every draft stood
+    assert ks == [1, 1, 1, 1, 3]
+
+
+def test_inside_a_code_block_a_catch_up_is_earned_back_over_the_rest_of_the_reply():
+    """A catch-up of 0.6 s, drafts expected at about 46 tok/s against 25: not earned back
+    within the next 32 tokens of prose, earned back within the 100 the reply may still write
+    in a code block, where replies run long."""
+    for kind, drafts in ((TEXT, False), (CODE, True)):
+        costs = warm()
+        costs.machine.learn_catchup(M, 0.6 / 28)
+        costs.writing(kind)
+        costs.observe(Draft(), 0, 0.0, STEP, 1, [0.999] * 10)
+        k, plan = k_of(GuardedPolicy(3, costs=costs), behind=30)
+        assert (k == 3) == drafts, plan.why
+
+
+def test_a_run_of_short_replies_still_probes():
+    """Replies of three rounds each, drafting stopped: the rounds declined in earlier replies
+    count towards the next probe, so one comes within a few replies."""
+    costs = warm()
+    policy = GuardedPolicy(3, costs=costs)
+    for k in (3, 3, 1, 1):
+        assert k_of(policy)[0] == k
+        drafted(costs, k, 0, 0.080)
+    assert k_of(policy)[0] == 0
+    ks = []
+    for _ in range(4):
+        policy.start_turn()
+        ks += [k_of(policy)[0] for _ in range(3)]
+    assert 3 in ks

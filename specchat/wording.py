@@ -106,12 +106,13 @@ def fewer_threads(turn: TurnEvent) -> bool:
 
 
 def typed_ahead_words(counts: TurnCounts) -> str:
-    """What reading while the message was typed saved the first token, where it read any."""
+    """What reading while the message was typed saved the first token ("" where it read
+    nothing)."""
     unread = counts.ttft_unread_s
     if unread is None:
         return ""
-    return (f" (target alone up to {unread * 1000:.0f} ms: {counts.typed_ahead_tokens} tokens "
-            f"read while typing)")
+    return (f"target alone up to {unread * 1000:.0f} ms: {counts.typed_ahead_tokens} tokens "
+            f"read while typing")
 
 
 def drafting_words(turn: TurnEvent) -> str:
@@ -177,7 +178,8 @@ def stats_line(turn: TurnEvent, k_used: Counter[int] | None = None) -> str:
     if c.context_shifts:
         parts.append(f"context shifts {c.context_shifts} ({c.shift_tokens} tokens "
                      f"re-evaluated in {c.shift_s:.2f} s, not in the decode rate)")
-    parts.append(f"TTFT {c.ttft_s * 1000:.0f} ms" + typed_ahead_words(c))
+    saved = typed_ahead_words(c)
+    parts.append(f"TTFT {c.ttft_s * 1000:.0f} ms" + (f" ({saved})" if saved else ""))
     if turn.diagnostics.server:
         parts.append(f"server's own: decode {turn.diagnostics.server.get('predicted_per_second', 0):.1f} "
                      f"tok/s, prompt {turn.diagnostics.server.get('prompt_per_second', 0):.1f} tok/s")

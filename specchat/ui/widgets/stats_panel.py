@@ -56,8 +56,7 @@ class StatsPanel(Static):
             f"decode tok/s      {fmt(rate, '.1f')}",
             f"predicted tok/s   {fmt(stats.predicted_tokens_per_second, '.1f')}  (cost model)",
             f"time to 1st token {fmt(stats.t_first and stats.t_first * 1000, '.0f', ' ms')}"
-            + (f"\n  {typed_ahead_words(final.counts).strip(' ()')}"
-               if final and final.counts.typed_ahead_tokens else ""),
+            + (f"\n  {typed}" if final and (typed := typed_ahead_words(final.counts)) else ""),
             f"inter-token mean  {fmt(stats.itl_mean and stats.itl_mean * 1000, '.0f', ' ms')}",
             f"inter-token p95   {fmt(stats.itl_p95 and stats.itl_p95 * 1000, '.0f', ' ms')}",
             f"draft length k    {stats.k}  (this round)",

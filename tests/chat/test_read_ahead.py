@@ -73,3 +73,12 @@ def test_a_draft_that_sat_out_a_reply_catches_up_after_it(tiny):
     assert engine.catch_up() == len(engine.last_ids) - 1
     assert list(draft.tokens) == engine.last_ids[:-1]
     assert engine.catch_up() == 0
+
+
+def test_a_message_sent_other_than_it_was_read_counts_no_read_it_did_not_keep(tiny):
+    """Read as one text, sent as another (the box cleared and retyped faster than a read):
+    the read the prompt did not keep whole is not counted as saved."""
+    session = ChatSession(engine_of(tiny))
+    session.read_ahead("the dog barked at the postman all morning long", 16)
+    turn = reply(session, MESSAGE)
+    assert turn.counts.typed_ahead_tokens == 0 and turn.counts.ttft_unread_s is None

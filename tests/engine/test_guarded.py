@@ -166,3 +166,15 @@ def test_a_run_of_short_replies_still_probes():
         policy.start_turn()
         ks += [k_of(policy)[0] for _ in range(3)]
     assert 3 in ks
+
+
+def test_rounds_that_beat_plain_steps_overrule_a_cost_model_that_says_no_draft_can():
+    """The cost model priced drafts out of reach (a pass as dear as a step, a steep verify
+    curve) while the length's own rounds brought 50 tok/s against 25: it drafts on."""
+    costs = warm(pass_s=STEP, verify_slope=1.0)
+    policy = GuardedPolicy(3, costs=costs)
+    for _ in range(2):
+        drafted(costs, 3, 3, 0.080)
+    for _ in range(5):
+        assert k_of(policy)[0] == 3
+        drafted(costs, 3, 3, 0.080)

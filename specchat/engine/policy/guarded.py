@@ -6,7 +6,8 @@ machine runs it now: a length whose last rounds brought fewer tokens a second st
 then 1, then no draft), a short draft whose last rounds all stood tries k again, with probes
 at k now and then, and at once where the text changes (a
 code block opens, the target grows sure of the text). No round drafts where even drafts that
-always stood would lose to plain steps with the costs measured here, or where a draft model
+always stood would lose to plain steps with the costs measured here (unless the length's own
+last rounds beat plain steps: what they brought overrules the cost model), or where a draft model
 must first catch up on what it missed and the text does not look predictable enough to earn
 that back. It needs no history: a reply's first rounds decide; a later reply starts where the
 last left each source and kind of text."""
@@ -102,8 +103,10 @@ class GuardedPolicy(FixedPolicy):
         probe = not ladder.length
         if probe and not self._probe_due(ladder):
             return plan.decline(ladder.why)
-        why = (self._never_pays(source, uses_passes, n, plain)
-               or self._catchup_loses(source, uses_passes, behind, n, plain, plan.left))
+        seen = costs.reply.recent.get(where)  # what this length's own rounds brought, if any
+        paid = seen is not None and seen.n >= EVIDENCE_ROUNDS and seen.rate >= plain
+        why = ("" if paid else self._never_pays(source, uses_passes, n, plain)) or \
+            self._catchup_loses(source, uses_passes, behind, n, plain, plan.left)
         if why:
             if not probe:  # a probe's round was counted as declined already
                 self.probes.declined()

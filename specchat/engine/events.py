@@ -87,6 +87,9 @@ class RoundEvent:
     """The adaptive policy drafted nothing because no draft length was expected to pay."""
     why: str = ""
     """Why it declined, from what it measured here (declined rounds only)."""
+    resumed: str = ""
+    """Why it drafted again after rounds that drafted nothing (a probe, the text grew
+    predictable, a code block opened); empty otherwise."""
     expected_tokens: float | None = None
     """The cost model's expected tokens for this round, before it was verified (None in the
     first round of a turn, which evaluates the prompt)."""

@@ -60,9 +60,9 @@ class TurnStats:
     wall time, not in its decode rate (like the prompt's evaluation before the first token)."""
     catchup_tokens: int = 0
     catchup_s: float = 0.0
-    turns: list[tuple[int, str]] = field(default_factory=list)
-    """Where drafting stopped or went on again in the reply: (tokens written by then, why it
-    stopped; empty where it went on)."""
+    turns: list[tuple[int, bool, str]] = field(default_factory=list)
+    """Where drafting stopped or went on again in the reply: (tokens written by then, whether
+    it stopped, why it stopped or went on)."""
 
     def add_context(self, event: ContextEvent) -> None:
         """Count a shift mid-reply (turns left out before the reply cost no decode time)."""
@@ -79,9 +79,9 @@ class TurnStats:
         self.declined += r.declined
         drafting = not self.turns or not self.turns[-1][1]
         if r.declined and drafting:
-            self.turns.append((self.tokens, r.why or "drafting would not pay"))
+            self.turns.append((self.tokens, True, r.why or "drafting would not pay"))
         elif r.drafted and not drafting:
-            self.turns.append((self.tokens, ""))
+            self.turns.append((self.tokens, False, r.resumed))
         self.catchup_tokens += r.catchup_tokens
         self.catchup_s += r.catchup_s
         if r.expected_tokens is not None and r.expected_s is not None:
@@ -137,12 +137,14 @@ class TurnStats:
 
     @property
     def drafting_note(self) -> str:
-        """When drafting stopped and went on again in the reply, and why it last stopped."""
+        """When drafting stopped and went on again in the reply, why it went on (where the
+        policy said), and why it last stopped."""
         if not self.turns:
             return ""
-        moves = ", ".join(f"{'stopped' if why else 'resumed'} at token {at}"
-                          for at, why in self.turns[-3:])
-        why = next(why for _, why in reversed(self.turns) if why)
+        moves = ", ".join(f"stopped at token {at}" if stopped else
+                          f"resumed at token {at}" + (f" ({why})" if why else "")
+                          for at, stopped, why in self.turns[-3:])
+        why = next(why for _, stopped, why in reversed(self.turns) if stopped)
         return f"{moves}: {why}"
 
     @property

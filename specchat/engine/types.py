@@ -134,6 +134,9 @@ class Plan(Protocol):
     """The policy chose not to draft this round although the drafter could have."""
     why: str
     """Why it declined, from what it measured (empty where it drafts)."""
+    resumed: str
+    """Why it drafts again where its last round drafted nothing (empty where it did not
+    decline before, or does not say)."""
     asked: int
     """The draft length the plan last allowed (the k of the round)."""
     @property

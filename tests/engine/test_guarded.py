@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from specchat.engine.policy import CostModel, GuardedPolicy
-from specchat.engine.policy.schedule import PROBE_FIRST
+from specchat.engine.policy.base import Seen
+from specchat.engine.policy.schedule import PROBE_FIRST, PROBE_WHY
 from specchat.engine.text_kind import CODE, TEXT
 from specchat.engine.types import Draft, DraftCost
 
@@ -178,3 +179,56 @@ def test_rounds_that_beat_plain_steps_overrule_a_cost_model_that_says_no_draft_c
     for _ in range(5):
         assert k_of(policy)[0] == 3
         drafted(costs, 3, 3, 0.080)
+
+
+def sat_out(policy: GuardedPolicy, conf: float = 0.9) -> int:
+    """A round planned and run through the policy: declined, a plain step at `conf`; or its
+    draft length where it drafts (the round not run)."""
+    k, plan = k_of(policy)
+    if not k:
+        policy.observe(Draft(), Seen(0, None, 0.0, STEP, 1, [conf] * 10))
+    return k
+
+
+def stopped(conf: float = 0.9) -> GuardedPolicy:
+    """A policy whose drafts lost until it stopped drafting, one round declined since."""
+    costs = warm()
+    policy = GuardedPolicy(3, costs=costs)
+    costs.observe(Draft(), 0, 0.0, STEP, 1, [conf] * 10)
+    for k in (3, 3, 1, 1):
+        assert k_of(policy)[0] == k
+        drafted(costs, k, 0, 0.080)
+    assert sat_out(policy, conf) == 0
+    return policy
+
+
+def test_a_round_that_drafts_again_after_declined_ones_says_why():
+    """A scheduled probe, a target grown sure of the text, a code block, a catch-up that now
+    looks worth it: each named on the round that drafts again; a round after drafting ones
+    names nothing."""
+    policy = stopped()
+    while sat_out(policy) == 0:
+        pass
+    assert policy._now is not None and policy._now.resumed == PROBE_WHY
+
+    policy = stopped(conf=0.5)
+    policy.costs.observe(Draft(), 0, 0.0, STEP, 1, [0.99] * 10)
+    k, plan = k_of(policy)
+    assert k == 3 and plan.resumed.startswith("the target grew sure of the text")
+
+    policy = stopped()
+    policy.costs.writing(CODE)
+    k, plan = k_of(policy)
+    assert k == 3 and plan.resumed == "the reply turned to code, whose drafts are priced apart"
+
+    costs = warm()
+    costs.machine.learn_catchup(M, 0.0025)
+    policy = GuardedPolicy(3, costs=costs)
+    costs.observe(Draft(), 0, 0.0, STEP, 1, [0.2] * 10)
+    assert k_of(policy, behind=30)[0] == 0
+    policy.observe(Draft(), Seen(0, None, 0.0, STEP, 1, [0.999] * 10))
+    k, plan = k_of(policy, behind=31)
+    assert k == 3 and plan.resumed.startswith("the text looked predictable enough to catch")
+    policy.observe(Draft(tokens=[0, 1, 2], source=M), Seen(3, None, 0.04, 0.04, 4, [0.9] * 4))
+    k, plan = k_of(policy)
+    assert k == 3 and plan.resumed == ""

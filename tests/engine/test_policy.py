@@ -540,15 +540,17 @@ def test_the_turn_says_where_drafting_stopped_and_went_on_and_why():
     from specchat.engine.events import RoundEvent
     from specchat.engine.stats import TurnStats
 
-    def round_(i: int, drafted: int, declined: bool = False, why: str = "") -> RoundEvent:
+    def round_(i: int, drafted: int, declined: bool = False, why: str = "",
+               resumed: str = "") -> RoundEvent:
         return RoundEvent(i, 3, drafted, drafted, 0.0, 0.01, drafted + 1, 0.01 * i,
-                          declined=declined, why=why)
+                          declined=declined, why=why, resumed=resumed)
 
     stats = TurnStats()
     for r in [round_(0, 0), round_(1, 3), round_(2, 0, True, "slow"), round_(3, 0, True, "slow"),
-              round_(4, 2), round_(5, 0, True, "slower")]:
+              round_(4, 2, resumed="a probe"), round_(5, 0, True, "slower"), round_(6, 1)]:
         stats.add_round(r)
-    assert stats.turns == [(5, "slow"), (7, ""), (10, "slower")]
-    assert stats.drafting_note == ("stopped at token 5, resumed at token 7, stopped at token "
-                                   "10: slower")
+    assert stats.turns == [(5, True, "slow"), (7, False, "a probe"), (10, True, "slower"),
+                           (11, False, "")]
+    assert stats.drafting_note == ("resumed at token 7 (a probe), stopped at token 10, resumed "
+                                   "at token 11: slower")
     assert TurnStats().drafting_note == ""

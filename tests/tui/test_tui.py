@@ -428,6 +428,19 @@ def test_a_round_in_step_mode_says_what_the_drafts_catch_up_cost():
     assert "had not seen" not in str(describe_round([in_step], baseline=30.0))
 
 
+def test_a_round_in_step_mode_says_why_the_policy_sat_it_out_or_drafted_again():
+    from specchat.engine.events import RoundEvent
+    from specchat.ui.widgets.step_panel import describe_round
+
+    declined = RoundEvent(round=4, k=0, drafted=0, accepted=0, draft_s=0.0, verify_s=0.04,
+                          emitted=1, t_s=0.3, declined=True, why="1-token drafts brought 20 tok/s")
+    assert "drafted nothing: 1-token drafts brought 20 tok/s." in str(describe_round([declined], 30.0))
+    again = RoundEvent(round=9, k=3, drafted=3, accepted=3, draft_s=0.03, verify_s=0.05,
+                       emitted=4, t_s=0.6, resumed="a scheduled probe")
+    assert "drafts again after rounds it sat out: a scheduled probe." in str(
+        describe_round([again], 30.0))
+
+
 def tree_round() -> list:
     """A tree round as the engine emits it: the chain's first token stood, its second was
     refused and the branch beside it stood; two more branches lost; the bonus after it."""

@@ -10,7 +10,7 @@ from specchat.engine.policy.branching import TreeSettings
 from specchat.engine.policy.cost_model import CostModel
 from specchat.engine.policy.kind import PolicyKind
 from specchat.engine.policy.rates import expected_tokens
-from specchat.engine.policy.schedule import ProbeSchedule
+from specchat.engine.policy.schedule import PROBE_WHY, ProbeSchedule
 from specchat.engine.types import Plan
 
 PROBE_LONGEST = 3
@@ -58,6 +58,7 @@ class _AdaptivePlan(PricedPlan):
         self.gain = 1.0
         self.declined = False
         self.why = ""
+        self.resumed = ""
         self.probing = False
         """This round is a probe: it keeps every token it drafts, to measure acceptance."""
         self.asked = 0
@@ -140,6 +141,7 @@ class _AdaptivePlan(PricedPlan):
                  for n in range(1, min(self.cap, PROBE_LONGEST) + 1)]
         if not ideal or not self._pays(max(ideal), plain, catchup_s) or not self.probes.due:
             return 0
+        self.resumed = PROBE_WHY
         self.probes.probe()
         self.declined, self.probing = False, True
         return 1 + max(range(len(ideal)), key=ideal.__getitem__)

@@ -19,6 +19,7 @@ class _FixedPlan(PricedPlan):
     branching: Branching | None = None
     declined: bool = False
     why: str = ""
+    resumed: str = ""
     asked: int = 0
 
     def k(self, source: str, uses_passes: bool, behind: int = 0) -> int:

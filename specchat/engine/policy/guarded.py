@@ -16,15 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specchat.engine.policy.base import Prediction, Seen
 from specchat.engine.policy.branching import TreeSettings
 from specchat.engine.policy.cost_model import CostModel
 from specchat.engine.policy.fixed import FixedPolicy, _FixedPlan
 from specchat.engine.policy.kind import PolicyKind
 from specchat.engine.policy.rates import expected_tokens
 from specchat.engine.policy.reply import Where
-from specchat.engine.policy.schedule import ProbeSchedule
+from specchat.engine.policy.schedule import PROBE_WHY, ProbeSchedule
 from specchat.engine.text_kind import CODE
-from specchat.engine.types import Plan
+from specchat.engine.types import Draft, Plan
 
 EVIDENCE_ROUNDS = 2
 """Drafting rounds at a length before what they brought decides whether the length stays."""
@@ -44,11 +45,22 @@ class _Ladder:
     """The target's running confidence where drafting stopped."""
 
 
+@dataclass(frozen=True)
+class _Stop:
+    """A round the policy declined: in which source and kind of text, and whether only the
+    draft model's catch-up stood in the way."""
+
+    where: Where
+    catchup: bool
+
+
 @dataclass
 class _GuardedPlan(_FixedPlan):
     policy: GuardedPolicy | None = None
     left: int = 0
     """Tokens the reply may still write."""
+    stop: _Stop | None = None
+    """Where and for what it declined (None where it did not)."""
 
     def k(self, source: str, uses_passes: bool, behind: int = 0) -> int:
         assert self.policy is not None
@@ -72,11 +84,23 @@ class GuardedPolicy(FixedPolicy):
         self.ladders: dict[Where, _Ladder] = {}
         """Kept across replies: a reply starts where the last left each source and kind."""
         self.probes = ProbeSchedule()
+        self.sat_out: _Stop | None = None
+        """The last round drafted nothing because the policy declined it, there and for this
+        (None where it drafted): the next round that drafts says why it went on again."""
+        self._now: _GuardedPlan | None = None
 
     def _plan(self, cap: int) -> Plan:
         branching = self.tree.branching(priced=False) if self.tree else None
-        return _GuardedPlan(min(self.k, cap), self.p_min, self.costs, branching, policy=self,
-                            left=cap)
+        self._now = _GuardedPlan(min(self.k, cap), self.p_min, self.costs, branching,
+                                 policy=self, left=cap)
+        return self._now
+
+    def observe(self, draft: Draft, seen: Seen, predict: bool = True) -> Prediction:
+        if draft.tokens:
+            self.sat_out = None
+        elif self._now is not None and self._now.stop is not None:
+            self.sat_out = self._now.stop
+        return super().observe(draft, seen, predict)
 
     def start_turn(self) -> None:
         self.probes.new_reply()
@@ -100,22 +124,38 @@ class GuardedPolicy(FixedPolicy):
                     ladder.length = self.k  # every short draft stood: try k again
                     costs.reply.recent.pop(where, None)
         n = min(ladder.length or self.k, plan.k_max)
-        probe = not ladder.length
-        if probe and not self._probe_due(ladder):
+        probe = "" if ladder.length else self._probe_due(ladder)
+        if not ladder.length and not probe:
+            plan.stop = _Stop(where, catchup=False)
             return plan.decline(ladder.why)
         seen = costs.reply.recent.get(where)  # what this length's own rounds brought, if any
         paid = seen is not None and seen.n >= EVIDENCE_ROUNDS and seen.rate >= plain
-        why = ("" if paid else self._never_pays(source, uses_passes, n, plain)) or \
-            self._catchup_loses(source, uses_passes, behind, n, plain, plan.left)
+        never = "" if paid else self._never_pays(source, uses_passes, n, plain)
+        why = never or self._catchup_loses(source, uses_passes, behind, n, plain, plan.left)
         if why:
             if not probe:  # a probe's round was counted as declined already
                 self.probes.declined()
+            plan.stop = _Stop(where, catchup=not never)
             return plan.decline(why)
         if probe:
             self.probes.probe()
             ladder.length = self.k
             costs.reply.recent.pop(where, None)  # the probe's own rounds decide
+        plan.resumed = probe or self._resumed_why(where)
         return n
+
+    def _resumed_why(self, where: Where) -> str:
+        """Why a round drafts where the last one was declined (empty where it was not)."""
+        stop = self.sat_out
+        if stop is None:
+            return ""
+        if where.kind != stop.where.kind:
+            return f"the reply turned to {where.kind}, whose drafts are priced apart"
+        if stop.catchup:
+            guess = self.costs.predicted_accept(where.source)
+            return ("the text looked predictable enough to catch the draft up"
+                    + (f", {guess:.0%} of its tokens expected to stand" if guess is not None else ""))
+        return "its drafts were expected to pay again"
 
     def _step_down(self, where: Where, ladder: _Ladder, rate: float, plain: float) -> None:
         ladder.why = (f"{ladder.length}-token drafts brought {rate:.1f} tok/s, plain steps "
@@ -124,16 +164,15 @@ class GuardedPolicy(FixedPolicy):
         ladder.stopped_conf = self.costs.reply.target_conf
         self.costs.reply.recent.pop(where, None)
 
-    def _probe_due(self, ladder: _Ladder) -> bool:
-        """Where drafting stopped: a probe is due by the schedule, or the text grew
-        predictable since."""
+    def _probe_due(self, ladder: _Ladder) -> str:
+        """Where drafting stopped: why a probe is due (by the schedule, or the text grew
+        predictable since), empty where none is."""
         self.probes.declined()
         conf, stopped = self.costs.reply.target_conf, ladder.stopped_conf
-        sure = (conf is not None and stopped is not None
-                and conf >= max(stopped + SURE_RISE, SURE_AT))
-        if sure:
+        if conf is not None and stopped is not None and conf >= max(stopped + SURE_RISE, SURE_AT):
             ladder.stopped_conf = conf
-        return self.probes.due or sure
+            return f"the target grew sure of the text (running confidence {conf:.2f})"
+        return PROBE_WHY if self.probes.due else ""
 
     def _never_pays(self, source: str, uses_passes: bool, n: int, plain: float) -> str:
         """Why no draft of up to n tokens can beat a plain step, even one that always stood,

@@ -11,6 +11,8 @@ model drafter's probe first catches up on every token it missed, so a probe ever
 cost a declining reply 5-10% on a 2-core CPU (docs/lab/)."""
 PROBE_FIRST = 4
 """Declined rounds at the start of a reply before its first probe."""
+PROBE_WHY = "a scheduled probe"
+"""Why a probe's round drafts, as the note of where drafting went on again says it."""
 
 
 @dataclass

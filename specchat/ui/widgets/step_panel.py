@@ -85,8 +85,12 @@ def describe_round(events: list[Event], baseline: float | None) -> Content:
                 + " | ".join(repr(piece) for piece in summary.draft_pieces)
                 + "; the target checked them as its own tokens above."))
         if summary.declined:
-            parts.append(Content(" The policy drafted nothing: no draft length was expected "
-                                 "to pay this round."))
+            parts.append(Content(" The policy drafted nothing: "
+                                 + (summary.why or "no draft length was expected to pay this round")
+                                 + "."))
+        if summary.resumed:
+            parts.append(Content(f" The policy drafts again after rounds it sat out: "
+                                 f"{summary.resumed}."))
         if summary.catchup_tokens:
             parts.append(Content(
                 f" Before its first token the draft read {summary.catchup_tokens} token(s) it "

@@ -11,7 +11,7 @@ lost.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from specchat.chat import context
@@ -22,6 +22,14 @@ from specchat.engine.types import FittedPrompt
 
 GOES_ON = (" x", "x")
 """Two ways a message being typed may go on: what its renders share is what stays."""
+
+
+def typed_prompt(prompt: Callable[[str], list[int]], typed: str) -> list[int]:
+    """The prompt a reply to `typed` would start with, up to where the message may still
+    tokenize otherwise as it goes on (the common part of its renders with two different
+    continuations, less a token): what may be read before Enter."""
+    ids = [prompt(typed + more) for more in GOES_ON]
+    return ids[0][:max(0, kvsync.common_prefix(*ids) - 1)]
 
 
 @dataclass
@@ -58,9 +66,8 @@ class ChatSession:
         part of its renders with two different continuations, less a token), so that Enter
         leaves only the rest to read; an edit rolls the caches back to what still stands.
         Returns the tokens the target and the drafter read."""
-        ids = [self.prompt(typed + more, max_tokens).prompt_ids for more in GOES_ON]
-        stable = kvsync.common_prefix(*ids) - 1
-        return self.engine.read_ahead(ids[0][:stable]) if stable > 0 else (0, 0)
+        ids = typed_prompt(lambda text: self.prompt(text, max_tokens).prompt_ids, typed)
+        return self.engine.read_ahead(ids) if ids else (0, 0)
 
     def turn(
         self,

@@ -29,6 +29,8 @@ class Session(Protocol):
 
     def names(self) -> tuple[str, str]: ...
 
+    def read_ahead(self, typed: str, max_tokens: int) -> object: ...
+
     def turn(self, user_text: str, settings: GenerationSettings | None = None,
              cancel: threading.Event | None = None) -> Iterator[Event]: ...
 
@@ -74,9 +76,9 @@ class ChatState:
         return self.session.turn(text, generation, cancel)
 
     def read_ahead(self, typed: str, max_tokens: int) -> None:
-        """While the message is typed (on the model thread): the local models read its prompt
-        so far (ChatSession.read_ahead); a llama-server's session reads nothing ahead."""
-        if isinstance(self.session, ChatSession) and typed.strip():
+        """While the message is typed (on the model thread): the local models, or the
+        llama-server, read its prompt so far (`read_ahead` of either session)."""
+        if typed.strip():
             self.session.read_ahead(typed, max_tokens)
 
     def catch_up(self) -> None:

@@ -200,6 +200,18 @@ class ServerClient:
             raise self._unexpected("/tokenize", "no list of token ids")
         return tokens
 
+    def read(self, prompt_ids: list[int]) -> tuple[int, float]:
+        """The server reads a prompt into its cache and generates nothing (`n_predict` 0);
+        returns the tokens it evaluated (what its cache did not hold) and the seconds it says
+        that took."""
+        answer = self._object(self.get_json("/completion", {
+            "prompt": prompt_ids, "n_predict": 0, "cache_prompt": True}), "/completion")
+        timings = _dict(answer.get("timings"))
+        n, ms = timings.get("prompt_n"), timings.get("prompt_ms")
+        if not isinstance(n, int | float) or not isinstance(ms, int | float):
+            raise self._unexpected("/completion", "no prompt timings")
+        return int(n), ms / 1000
+
     def stream(self, body: dict[str, Any]) -> Generator[Chunk, None, None]:
         """POST /completion with `stream` on; each chunk checked, up to the one that says it
         stopped (a stream that ends before it: ServerError). Closing the generator closes the

@@ -13,7 +13,8 @@ import time
 from collections.abc import Iterator, Sequence
 
 from specchat.chat import context
-from specchat.chat.session import Conversation
+from specchat.chat.session import Conversation, typed_prompt
+from specchat.engine.baseline import TypedAhead
 from specchat.engine.events import ContextEvent, Event, StopReason, TurnEvent
 from specchat.engine.loop import GenerationSettings
 from specchat.engine.sampling import SamplingParams
@@ -40,6 +41,9 @@ class ServerSession:
         self.sampling = sampling
         self.conversation = conversation or Conversation()
         self.context_policy = context_policy
+        self.typed_ahead = TypedAhead()
+        """The server's reads of the next message's prompt while it was typed."""
+        self._read: list[int] = []
 
     @classmethod
     def connect(cls, url: str, baseline_url: str | None, sampling: SamplingParams,
@@ -73,6 +77,19 @@ class ServerSession:
         return context.first_prompt(self.render, conv.system, conv.messages, user_text,
                                     n_ctx=self.models.n_ctx or DEFAULT_CTX,
                                     policy=self.context_policy, max_tokens=max_tokens)
+
+    def read_ahead(self, typed: str, max_tokens: int) -> int:
+        """While the user types: the server reads the prompt a reply to `typed` would start
+        with into its prompt cache (`chat.session.typed_prompt`), so that Enter leaves it only
+        the rest, as the local models do. Returns the tokens it evaluated (0 without a prompt
+        cache, or with nothing new to read)."""
+        ids = typed_prompt(lambda text: self.prompt(text, max_tokens).prompt_ids, typed)
+        if not self.cache_prompt or not ids or ids == self._read:
+            return 0
+        n, seconds = self.client.read(ids)
+        self.typed_ahead.add(len(ids), n, seconds)
+        self._read = ids
+        return n
 
     def request(self, prompt_ids: list[int], settings: GenerationSettings) -> dict:
         """The /completion body: the prompt as token ids, the sampling as the local engine's."""
@@ -109,11 +126,14 @@ class ServerSession:
             yield from reply.events(chunks, cancel)
         finally:
             chunks.close()
+        # the reads while typing that the prompt kept: within what the server found cached
+        cached = reply.final.get("cache_n", 0) if reply.final else 0
+        typed, self.typed_ahead, self._read = self.typed_ahead.kept(int(cached)), TypedAhead(), []
         baseline = None
         if settings.baseline_steps and reply.stop_reason != StopReason.CANCELLED and reply.stats.drafted:
             baseline = self.baseline(prompt_ids, reply.text, len(reply.token_ids),
                                      settings.baseline_steps)
-        yield reply.turn(prompt_ids, baseline)
+        yield reply.turn(prompt_ids, baseline, typed)
 
     def baseline(self, prompt_ids: list[int], reply: str, n_reply: int, steps: int
                  ) -> tuple[float, str]:

@@ -134,16 +134,18 @@ class ServerReply:
         self.stats.add_round(event)
         yield event
 
-    def turn(self, prompt_ids: list[int], baseline: tuple[float, str] | None = None) -> TurnEvent:
+    def turn(self, prompt_ids: list[int], baseline: tuple[float, str] | None = None,
+             typed_ahead: tuple[int, float] = (0, 0.0)) -> TurnEvent:
         """The turn summary, its numbers from this side's clock as the tokens arrived, with the
         server's final timings; `baseline`: the target-only rate (0: not measured) and how it
-        was measured, on the same clock."""
+        was measured, on the same clock; `typed_ahead`: the server's reads of the prompt while
+        it was typed that it kept (tokens, seconds by its own timings)."""
         rate, how = baseline or (0.0, "not measured")
         event = self.stats.turn_event(
             text=self.text, token_ids=self.token_ids, prompt_ids=prompt_ids,
             wall_s=time.perf_counter() - self.t0, target_passes=self.stats.rounds,
             draft_passes=self.stats.drafted, draft=self.draft, k=self.k_max,
             policy="llama-server", stop_reason=self.stop_reason, baseline=rate or None,
-            baseline_source=how)
+            baseline_source=how, typed_ahead=typed_ahead)
         return (replace(event, diagnostics=replace(event.diagnostics, server=self.final))
                 if self.final else event)

@@ -207,6 +207,28 @@ def test_the_app_on_a_server_streams_counted_verdicts_and_says_whose_numbers(spe
     run_async(scenario)
 
 
+def test_the_server_reads_the_message_while_it_is_typed_and_counts_what_the_prompt_kept(
+        spec_server):
+    """The server reads the typed message's prompt into its cache (a request that generates
+    nothing); the turn counts the reads its prompt kept, by the server's own timings, and a
+    message sent other than it was read counts none."""
+    session = ServerSession(ServerClient(spec_server.url), GREEDY)
+    settings = GenerationSettings(max_tokens=8, baseline_steps=0)
+    message = "spell lighthouse backwards, then forwards"
+    first = session.read_ahead(message[:20], 8)
+    assert first > 0 and session.read_ahead(message[:20], 8) == 0  # nothing new: no request
+    then = session.read_ahead(message, 8)
+    assert then > 0
+    turn = next(e for e in session.turn(message, settings) if isinstance(e, TurnEvent))
+    assert turn.counts.typed_ahead_tokens == first + then  # what the server evaluated, kept
+    assert turn.counts.typed_ahead_s > 0 and turn.counts.ttft_unread_s is not None
+    assert turn.counts.typed_ahead_tokens <= turn.diagnostics.server["cache_n"]
+
+    session.read_ahead("an altogether different message, read and never sent", 8)
+    turn = next(e for e in session.turn("count to three", settings) if isinstance(e, TurnEvent))
+    assert turn.counts.typed_ahead_tokens == 0
+
+
 def test_rejected_drafts_without_text_are_drawn_by_count():
     from specchat.wording import shown_text
 

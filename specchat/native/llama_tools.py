@@ -45,12 +45,22 @@ def _applied(leave_out: Sequence[str]) -> list[Path]:
     return [p for p in patches() if not p.name.startswith(tuple(leave_out))]
 
 
-def patches_key(leave_out: Sequence[str] = ()) -> str:
+def examples_only(patch: Path) -> bool:
+    """Whether the patch changes only llama.cpp's examples/ (tools built here, never part of
+    the library a wheel holds)."""
+    changed = re.findall(r"^diff --git a/(\S+)", patch.read_text(encoding="utf-8"), re.MULTILINE)
+    return bool(changed) and all(path.startswith("examples/") for path in changed)
+
+
+def patches_key(leave_out: Sequence[str] = (), tools: bool = False) -> str:
     """The patches (but those whose names start with one of `leave_out`), hashed: a wheel or a
-    tools build of other patches is another build."""
+    tools build of other patches is another build. A patch of examples only is left out of the
+    key but for the `tools` build's, so that adding one keeps the wheel, and the timings kept
+    with its key, as they were."""
     digest = hashlib.sha256()
     for patch in _applied(leave_out):
-        digest.update(patch.read_bytes())
+        if tools or not examples_only(patch):
+            digest.update(patch.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -99,7 +109,7 @@ def unpack(version: str, into: Path, patched: bool = True, leave_out: Sequence[s
             raise SpecchatError(f"patch {patch.name} does not apply to llama-cpp-python {version}: "
                                 f"{done.stderr.strip()}")
     if patched and not leave_out:
-        (root / PATCHED).write_text(patches_key())
+        (root / PATCHED).write_text(patches_key(tools=True))
     return root
 
 
@@ -128,7 +138,7 @@ def _tools_root() -> Path | None:
 
 
 def _patched(root: Path) -> bool:
-    return (root / PATCHED).exists() and (root / PATCHED).read_text().strip() == patches_key()
+    return (root / PATCHED).exists() and (root / PATCHED).read_text().strip() == patches_key(tools=True)
 
 
 def llama_source() -> Path:

@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_patches_apply_to_the_pinned_sdist_and_mark_it(tmp_path):
     root = llama_tools.unpack(llama_cpp.__version__, tmp_path)
-    assert (root / llama_tools.PATCHED).read_text() == llama_tools.patches_key()
+    assert (root / llama_tools.PATCHED).read_text() == llama_tools.patches_key(tools=True)
+    simple = root / "vendor/llama.cpp/examples/speculative-simple/speculative-simple.cpp"
+    assert "common_log_pause(common_log_main());" in simple.read_text()  # 0009's
     repack = root / "vendor/llama.cpp/ggml/src/ggml-cpu/arch/x86/repack.cpp"
     source = repack.read_text()
     assert "gemm_q4_0_8x8_q8_0_rows4_avx2" in source
@@ -36,6 +38,16 @@ def test_the_patches_apply_to_the_pinned_sdist_and_mark_it(tmp_path):
     assert "gemv_q4_0_8x8_q8_0_unsigned_avx2" in source
     assert "every row of a Q4_0 batch goes to the unsigned four-row" in source
     assert "create_tensor_output_hot" in (root / "vendor/llama.cpp/src/llama-model.cpp").read_text()
+
+
+def test_a_patch_of_llama_cpps_examples_only_keeps_the_wheels_key_and_changes_the_tools():
+    """0009 changes only llama-speculative-simple: the wheel's key (and the timings kept with
+    it) stays what it was without the patch; the tools' build is another."""
+    only = [p.name[:4] for p in llama_tools.patches() if llama_tools.examples_only(p)]
+    assert only == ["0009"]
+    assert llama_tools.patches_key() == llama_tools.patches_key(["0009"])
+    assert llama_tools.patches_key(tools=True) != llama_tools.patches_key()
+    assert llama_tools.patches_key(["0009"], tools=True) == llama_tools.patches_key()
 
 
 def test_a_patch_left_out_is_not_applied_and_the_tree_not_marked_as_the_full_build(tmp_path):

@@ -128,16 +128,21 @@ def test_a_draft_that_must_catch_up_does_so_only_where_the_text_looks_predictabl
 
 
 def test_a_short_draft_whose_rounds_all_stood_tries_k_again():
+    """3-token drafts that fell at their first token, then 1-token drafts that all stand:
+    once their first tokens stood often enough that k tokens would bring more than the short
+    drafts do (each standing as often as the source's tokens at its place), k comes back."""
     costs = warm()
     policy = GuardedPolicy(3, costs=costs)
     for k in (3, 3):
         assert k_of(policy)[0] == k
         drafted(costs, k, 0, 0.080)
-    ks = []
-    for _ in range(5):
+    ks: list[int] = []
+    while len(ks) < 40 and 3 not in ks:
         ks.append(k_of(policy)[0])
-        drafted(costs, 1, 1, 0.050)  # 2 tokens in 50 ms: 40 tok/s, every draft stood
-    assert ks == [1, 1, 1, 1, 3]
+        draft = Draft(tokens=[0], q=[1.0], source=M, uses_passes=True,
+                      cost=DraftCost(behind=1, catchup_s=0.010))
+        costs.observe(draft, 1, 0.010, 0.044, 2, [0.9, 0.9])  # 2 tokens in 54 ms, every draft stood
+    assert ks[-1] == 3 and set(ks[:-1]) == {1} and len(ks) > 5
 
 
 def test_inside_a_code_block_a_catch_up_is_earned_back_over_the_rest_of_the_reply():
@@ -232,3 +237,25 @@ def test_a_round_that_drafts_again_after_declined_ones_says_why():
     policy.observe(Draft(tokens=[0, 1, 2], source=M), Seen(3, None, 0.04, 0.04, 4, [0.9] * 4))
     k, plan = k_of(policy)
     assert k == 3 and plan.resumed == ""
+
+
+def test_short_drafts_that_all_stood_stay_short_where_k_tokens_would_not_bring_more():
+    """3-token drafts whose first token stood and second fell (prose): after stepping down,
+    1-token drafts that all stand do not bring k back, since the places past the first have
+    not stood; without that, k came back after every 4 rounds and lost 2."""
+    costs = warm()
+    policy = GuardedPolicy(3, costs=costs)
+
+    def drafted_here(k: int, stood: int, seconds: float) -> None:
+        draft = Draft(tokens=list(range(k)), q=[1.0] * k, source=M, uses_passes=True,
+                      cost=DraftCost(behind=1, catchup_s=seconds / 2))
+        policy.observe(draft, Seen(stood, None, seconds / 2, seconds / 2, k + 1, [0.9] * (stood + 1)))
+
+    for k in (3, 3):
+        assert k_of(policy)[0] == k
+        drafted_here(k, 1, 0.1)  # 2 tokens in 100 ms: 20 tok/s against 25
+    ks = []
+    for _ in range(8):
+        ks.append(k_of(policy)[0])
+        drafted_here(1, 1, 0.050)  # 2 tokens in 50 ms: 40 tok/s, every draft stood
+    assert ks == [1] * 8

@@ -3,7 +3,8 @@ pays on this machine, and a shorter draft or none where it does not.
 
 Each source's drafting rounds in each kind of text are held against a plain target step as this
 machine runs it now: a length whose last rounds brought fewer tokens a second steps down (k,
-then 1, then no draft), a short draft whose last rounds all stood tries k again, with probes
+then 1, then no draft), a short draft whose last rounds all stood tries k again where k
+tokens, standing as often as tokens at their places have, would bring more, with probes
 at k now and then, and at once where the text changes (a
 code block opens, the target grows sure of the text). No round drafts where even drafts that
 always stood would lose to plain steps with the costs measured here (unless the length's own
@@ -120,7 +121,8 @@ class GuardedPolicy(FixedPolicy):
                 self._step_down(where, ladder, seen.rate, plain)
             else:
                 self.probes.paid()
-                if ladder.length < self.k and seen.full and seen.all_stood(ladder.length):
+                if (ladder.length < self.k and seen.full and seen.all_stood(ladder.length)
+                        and self._k_beats(source, uses_passes, seen.rate)):
                     ladder.length = self.k  # every short draft stood: try k again
                     costs.reply.recent.pop(where, None)
         n = min(ladder.length or self.k, plan.k_max)
@@ -156,6 +158,20 @@ class GuardedPolicy(FixedPolicy):
             return ("the text looked predictable enough to catch the draft up"
                     + (f", {guess:.0%} of its tokens expected to stand" if guess is not None else ""))
         return "its drafts were expected to pay again"
+
+    def _k_beats(self, source: str, uses_passes: bool, rate: float) -> bool:
+        """Whether k-token drafts are expected to beat `rate` (what the short drafts brought),
+        each token standing as often as the source's tokens at its place in a draft have
+        stood: on prose the first token stands where the third seldom does, and trying k
+        again there lost two rounds each time
+        (docs/lab/2026-12-06-speculation-that-never-costs-the-user.md)."""
+        machine = self.costs.machine
+        if machine.pass_time(source) is None:
+            return True
+        accept = [self.costs.acceptance.position_rate(source, i, optimistic=True)
+                  for i in range(self.k)]
+        seconds = machine.draft_s(source, self.k, uses_passes, 2) + machine.check_s(self.k + 1)
+        return expected_tokens(accept) / seconds > rate
 
     def _step_down(self, where: Where, ladder: _Ladder, rate: float, plain: float) -> None:
         ladder.why = (f"{ladder.length}-token drafts brought {rate:.1f} tok/s, plain steps "

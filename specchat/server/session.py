@@ -83,8 +83,10 @@ class ServerSession:
         with into its prompt cache (`chat.session.typed_prompt`), so that Enter leaves it only
         the rest, as the local models do. Returns the tokens it evaluated (0 without a prompt
         cache, or with nothing new to read)."""
+        if not self.cache_prompt:
+            return 0
         ids = typed_prompt(lambda text: self.prompt(text, max_tokens).prompt_ids, typed)
-        if not self.cache_prompt or not ids or ids == self._read:
+        if not ids or ids == self._read:
             return 0
         n, seconds = self.client.read(ids)
         self.typed_ahead.add(len(ids), n, seconds)

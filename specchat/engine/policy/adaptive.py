@@ -73,7 +73,7 @@ class _AdaptivePlan(PricedPlan):
         rounds (`CostModel.empty_rate`) pays a pass and brings only the target's own token
         (not for a `perfect` draft, whose first token is always worth verifying)."""
         machine = self.costs.machine
-        seconds = machine.draft_s(source, n, uses_passes, behind) + machine.check_s(1 + n)
+        seconds = machine.round_s(source, n, uses_passes, behind)
         tokens = expected_tokens(accept[:n])
         empty = 0.0 if perfect else self.costs.empty_rate(source)
         if empty:

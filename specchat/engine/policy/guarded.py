@@ -170,8 +170,7 @@ class GuardedPolicy(FixedPolicy):
             return True
         accept = [self.costs.acceptance.position_rate(source, i, optimistic=True)
                   for i in range(self.k)]
-        seconds = machine.draft_s(source, self.k, uses_passes, 2) + machine.check_s(self.k + 1)
-        return expected_tokens(accept) / seconds > rate
+        return expected_tokens(accept) / machine.round_s(source, self.k, uses_passes, 2) > rate
 
     def _step_down(self, where: Where, ladder: _Ladder, rate: float, plain: float) -> None:
         ladder.why = (f"{ladder.length}-token drafts brought {rate:.1f} tok/s, plain steps "
@@ -196,7 +195,7 @@ class GuardedPolicy(FixedPolicy):
         machine = self.costs.machine
         if machine.pass_time(source) is None:
             return ""
-        best = max((m + 1) / (machine.draft_s(source, m, uses_passes, 2) + machine.check_s(m + 1))
+        best = max((m + 1) / machine.round_s(source, m, uses_passes, 2)
                    for m in range(1, n + 1))
         if best >= plain:
             return ""
@@ -219,8 +218,7 @@ class GuardedPolicy(FixedPolicy):
         guess = costs.predicted_accept(source)
         if guess is None:
             return "the text did not look predictable enough yet to catch the draft up"
-        rate = expected_tokens([guess] * n) / (machine.draft_s(source, n, uses_passes, steady)
-                                               + machine.check_s(1 + n))
+        rate = expected_tokens([guess] * n) / machine.round_s(source, n, uses_passes, steady)
         if costs.pays_back(rate, plain, catchup_s, left, whole_reply=costs.reply.kind == CODE):
             return ""
         return (f"a {n}-token draft was expected at {rate:.1f} tok/s after a "

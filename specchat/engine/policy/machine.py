@@ -116,6 +116,11 @@ class MachineCosts:
         """Seconds to verify n tokens, padded as `batch_for` pads them."""
         return self.verify_s(self.batch_for(n))
 
+    def round_s(self, source: str, length: int, uses_passes: bool, behind: int) -> float:
+        """Seconds of a round that drafts `length` tokens and verifies them with the token
+        before them (`draft_s`, then `check_s`)."""
+        return self.draft_s(source, length, uses_passes, behind) + self.check_s(length + 1)
+
     def draft_s(self, source: str, length: int, uses_passes: bool, behind: int = 1) -> float:
         """Seconds to draft `length` tokens: for a model, one pass that catches up on the
         `behind` committed tokens it has not seen, then a pass per further token; for a lookup

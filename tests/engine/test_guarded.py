@@ -7,7 +7,7 @@ import re
 
 from specchat.engine.policy import CostModel, GuardedPolicy
 from specchat.engine.policy.base import Seen
-from specchat.engine.policy.schedule import PROBE_FIRST, PROBE_WHY
+from specchat.engine.policy.schedule import PROBE_EVERY, PROBE_FIRST, PROBE_WHY
 from specchat.engine.text_kind import CODE, TEXT
 from specchat.engine.types import Draft, DraftCost
 
@@ -67,11 +67,20 @@ def test_a_length_that_loses_steps_down_to_one_then_none_and_says_why():
 def test_a_probe_comes_on_the_schedule_and_a_probe_that_pays_brings_k_back():
     costs = warm()
     policy = GuardedPolicy(3, costs=costs)
-    policy.start_turn()
-    costs.observe(Draft(), 0, 0.0, STEP, 1, [0.9, 0.9, 0.9])
     for k in (3, 3, 1, 1):
         assert k_of(policy)[0] == k
         drafted(costs, k, 0, 0.080)
+    declined = 0
+    while (k := k_of(policy)[0]) == 0:
+        declined += 1
+    assert k == 3 and declined == PROBE_EVERY - 1  # within the reply: on the schedule
+    ks = [k]
+    while ks[-1]:  # the probe lost too
+        drafted(costs, ks[-1], 0, 0.080)
+        ks.append(k_of(policy)[0])
+    assert ks == [3, 3, 1, 1, 0]
+    policy.start_turn()
+    costs.observe(Draft(), 0, 0.0, STEP, 1, [0.9, 0.9, 0.9])
     declined = 0
     while (k := k_of(policy)[0]) == 0:
         declined += 1
@@ -259,3 +268,25 @@ def test_short_drafts_that_all_stood_stay_short_where_k_tokens_would_not_bring_m
         ks.append(k_of(policy)[0])
         drafted_here(1, 1, 0.050)  # 2 tokens in 50 ms: 40 tok/s, every draft stood
     assert ks == [1] * 8
+
+
+def test_drafting_stopped_by_its_own_rounds_does_not_probe_at_once():
+    """Rounds declined at the reply's start (the draft not worth catching up yet), then
+    drafting that lost until it stopped: those declined rounds do not make a probe due, which
+    would only repeat the rounds that just lost (a short prose reply in `ask` did)."""
+    costs = warm()
+    costs.machine.learn_catchup(M, 0.0025)
+    policy = GuardedPolicy(3, costs=costs)
+    policy.start_turn()
+    costs.observe(Draft(), 0, 0.0, STEP, 1, [0.2] * 10)
+    for _ in range(PROBE_FIRST):  # unsure of the text: not worth catching the draft up
+        assert k_of(policy, behind=30)[0] == 0
+        costs.observe(Draft(), 0, 0.0, STEP, 1, [0.2])
+    costs.observe(Draft(), 0, 0.0, STEP, 1, [0.999] * 10)  # sure now: it catches up and drafts
+    ks = []
+    for _ in range(10):
+        k = k_of(policy)[0]
+        ks.append(k)
+        if k:
+            drafted(costs, k, 0, 0.080)
+    assert ks[:4] == [3, 3, 1, 1] and set(ks[4:]) == {0}

@@ -176,6 +176,8 @@ class GuardedPolicy(FixedPolicy):
         ladder.why = (f"{ladder.length}-token drafts brought {rate:.1f} tok/s, plain steps "
                       f"{plain:.1f}")
         ladder.length = 1 if ladder.length > 1 else 0
+        if not ladder.length:
+            self.probes.stopped()
         ladder.stopped_conf = self.costs.reply.target_conf
         self.costs.reply.recent.pop(where, None)
 

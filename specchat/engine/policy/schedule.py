@@ -36,6 +36,11 @@ class ProbeSchedule:
     def probe(self) -> None:
         self.since, self.probed = 0, True
 
+    def stopped(self) -> None:
+        """Drafting stopped on what its own rounds brought: the rounds declined before they
+        ran no longer count toward the next probe, which would only repeat them."""
+        self.since = 0
+
     def paid(self) -> None:
         """Drafting paid: back to the first schedule."""
         self.probed, self.every = False, PROBE_EVERY

@@ -6,6 +6,9 @@ then the working tree's rate over the revision's, paired by prompt and repeat, w
 interval, and how many replies had the same tokens: whether a change moved the speed beyond
 the spread of single replies, and whether it changed a reply (a greedy one may part only at
 a near-tie). Flags after `--` go to every speculative `ask` (`-- --policy adaptive --k 8`).
+What the policy learned (chat/learned.py) is kept in each arm's own data folder across the
+run, as a user's asks keep it (`--memory kept`), or in none (`--memory fresh`: every reply a
+new user's first); never in the user's own.
 
     .venv/bin/python -m benchmarks.policy_ab --against 414f396 --repeats 3
 """
@@ -25,6 +28,7 @@ import numpy as np
 
 from benchmarks import arguments
 from specchat.bench.runner import Prompt, load_prompts
+from specchat.chat.history import HISTORY_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,11 +42,14 @@ def tree_at(revision: str, folder: Path) -> Path:
     return folder
 
 
-def ask(root: Path, prompt: Prompt, args: list[str]) -> dict:
-    """The turn line of one `specchat ask --json` run by the specchat in `root`."""
-    env = os.environ | {"PYTHONPATH": str(root)}
-    done = subprocess.run([sys.executable, "-m", "specchat", "ask", prompt.text, "--json", *args],
-                          cwd=root, env=env, capture_output=True, text=True)
+def ask(root: Path, prompt: Prompt, args: list[str], data: Path | None = None) -> dict:
+    """The turn line of one `specchat ask --json` run by the specchat in `root`, its history
+    (and the memory beside it) in the folder `data`, or in a new empty one."""
+    with tempfile.TemporaryDirectory(prefix="policy_ab-data-") as empty:
+        history = Path(data or empty) / "history.sqlite3"
+        env = os.environ | {"PYTHONPATH": str(root), HISTORY_ENV: str(history)}
+        done = subprocess.run([sys.executable, "-m", "specchat", "ask", prompt.text, "--json",
+                               *args], cwd=root, env=env, capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"policy_ab: ask at {root} failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout.splitlines()[-1])
@@ -54,19 +61,29 @@ def main() -> None:
                     "tree with (default: %(default)s)")
     ap.add_argument("--target", help="the target every arm runs (default: ask's)")
     ap.add_argument("--draft", help="the draft of both speculative arms (default: ask's)")
+    ap.add_argument("--memory", choices=("kept", "fresh"), default="kept",
+                    help="what the policy learned: kept by each arm across the run, or none "
+                    "(default: %(default)s)")
     ap.add_argument("ask_args", nargs="*", help="more flags for the speculative arms' ask")
     args = ap.parse_args()
     models = ["--target", args.target] if args.target else []
     spec = [*models, *(["--draft", args.draft] if args.draft else []), *args.ask_args]
     with tempfile.TemporaryDirectory(prefix="policy_ab-") as copy:
         roots = {args.against: tree_at(args.against, Path(copy)), "tree": ROOT}
-        revisions_side_by_side(roots, load_prompts(args.prompts, arguments.categories(args)), models, spec,
-                     args.repeats, args.tokens)
+        data = {name: Path(copy) / f"data-{n}" if args.memory == "kept" else None
+                for n, name in enumerate(roots)}
+        for folder in filter(None, data.values()):
+            folder.mkdir()
+        print(f"memory: {args.memory}", flush=True)
+        revisions_side_by_side(roots, load_prompts(args.prompts, arguments.categories(args)),
+                               models, spec, args.repeats, args.tokens, data)
 
 
-def revisions_side_by_side(roots: dict[str, Path], prompts: list[Prompt], models: list[str], spec: list[str],
-                 repeats: int, tokens: int | None) -> None:
-    """Each prompt through target-only and both revisions, the two in turn first; the table."""
+def revisions_side_by_side(roots: dict[str, Path], prompts: list[Prompt], models: list[str],
+                           spec: list[str], repeats: int, tokens: int | None,
+                           data: dict[str, Path | None]) -> None:
+    """Each prompt through target-only and both revisions, the two in turn first (each
+    revision's data folder `data[name]`, a new one each reply where None); the table."""
     against = next(iter(roots))
     ratios: dict[tuple[str, str], list[float]] = defaultdict(list)
     same = {"replies": 0, "same": 0}
@@ -76,7 +93,8 @@ def revisions_side_by_side(roots: dict[str, Path], prompts: list[Prompt], models
             size = ["--max-tokens", str(most)] if most else []
             names = list(roots)[(rep + n) % 2:] + list(roots)[:(rep + n) % 2]
             turns = {"none": ask(ROOT, prompt, [*models, "--draft", "none", *size])}
-            turns |= {name: ask(roots[name], prompt, [*spec, *size]) for name in names}
+            turns |= {name: ask(roots[name], prompt, [*spec, *size], data[name])
+                      for name in names}
             rates = {name: turn["tokens_per_second"] or 0.0 for name, turn in turns.items()}
             for name in roots:
                 ratios[(prompt.category, name)].append(rates[name] / rates["none"])

@@ -13,12 +13,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from specchat.chat import context
 from specchat.engine import kvsync
 from specchat.engine.events import ContextEvent, Event, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.engine.types import FittedPrompt
+
+if TYPE_CHECKING:
+    from specchat.chat.learned import LearnedStore
 
 GOES_ON = (" x", "x")
 """Two ways a message being typed may go on: what its renders share is what stays."""
@@ -44,6 +48,8 @@ class ChatSession:
         self.engine = engine
         self.conversation = conversation or Conversation()
         self.context_policy = context_policy
+        self.learned: LearnedStore | None = None
+        """Where what the policy learned is kept after each reply (None: nowhere)."""
 
     def names(self) -> tuple[str, str]:
         """(target, draft) as the history keeps them: the target's file and the drafter."""
@@ -99,3 +105,5 @@ class ChatSession:
             if isinstance(event, TurnEvent):
                 self.conversation.messages += [("user", user_text), ("assistant", event.text)]
             yield event
+        if self.learned is not None:  # after the turn's last event: off the reply's clock
+            self.learned.keep(self)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from specchat.chat.history import HistoryStore, ReplyRecorder, StoredConversation, StoredMessage
+from specchat.chat.learned import remember
 from specchat.chat.session import ChatSession, Conversation
 from specchat.costs import MeasuredTurn, conditional_rates
 from specchat.engine.drafters import NO_DRAFT
@@ -54,6 +55,7 @@ class ChatState:
             lengths = self.engine.policy.costs.lengths
             for tokens in history.reply_lengths(session.names()[0], LENGTHS_KEPT):
                 lengths.add(tokens)
+        remember(session, history.path)
 
     @property
     def engine(self) -> SpeculativeEngine | None:

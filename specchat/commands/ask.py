@@ -26,6 +26,8 @@ def add_parser(sub: argparse._SubParsersAction, defaults: Settings) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from specchat.chat.history import default_history_path
+    from specchat.chat.learned import remember
     from specchat.loading import open_session
     from specchat.render import JsonRenderer, TerminalRenderer
     from specchat.wording import trees_refused
@@ -33,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     model_thread.adopt()  # every pass on this thread: none handed over
     settings = settings_schema.from_args(args)
     session, where = open_session(settings)
+    remember(session, default_history_path())  # from what earlier replies on this target measured
     engine = getattr(session, "engine", None)  # None on a llama-server
     if engine is None or trees_refused(engine) or any(
             not m.local for m in (engine.target, engine.drafter.model) if m):

@@ -38,7 +38,9 @@ def test_a_length_that_loses_steps_down_to_one_then_none_and_says_why():
     assert match and float(match[1]) < float(match[2]) == 25.0
 
 
-def test_a_probe_comes_on_the_schedule_and_a_probe_that_pays_brings_k_back():
+def test_a_probe_comes_on_the_schedule_at_one_token_and_a_probe_that_pays_brings_k_back():
+    """A scheduled probe drafts 1 token (at k, a probe in prose lost two k-token rounds each
+    time); one that loses stops again, one whose tokens all stand brings k back."""
     costs = warm()
     policy = GuardedPolicy(3, costs=costs)
     for k in (3, 3, 1, 1):
@@ -47,20 +49,25 @@ def test_a_probe_comes_on_the_schedule_and_a_probe_that_pays_brings_k_back():
     declined = 0
     while (k := k_of(policy)[0]) == 0:
         declined += 1
-    assert k == 3 and declined == PROBE_EVERY - 1  # within the reply: on the schedule
+    assert k == 1 and declined == PROBE_EVERY - 1  # within the reply: on the schedule
     ks = [k]
     while ks[-1]:  # the probe lost too
         drafted(costs, ks[-1], 0, 0.080)
         ks.append(k_of(policy)[0])
-    assert ks == [3, 3, 1, 1, 0]
+    assert ks == [1, 1, 0]
     policy.start_turn()
     costs.observe(Draft(), 0, 0.0, STEP, 1, [0.9, 0.9, 0.9])
     declined = 0
     while (k := k_of(policy)[0]) == 0:
         declined += 1
-    assert k == 3 and declined == PROBE_FIRST - 1  # a new reply probes early: the 4th round
-    for _ in range(10):  # the text turned predictable: the probe's rounds pay, and k stays
-        drafted(costs, 3, 3, 0.080)
+    assert k == 1 and declined == PROBE_FIRST - 1  # a new reply probes early: the 4th round
+    ks = [k]
+    while len(ks) < 40 and ks[-1] != 3:  # the text turned predictable: the tokens stand
+        drafted(costs, ks[-1], ks[-1], 0.040 + 0.010 * ks[-1])
+        ks.append(k_of(policy)[0])
+    assert ks[-1] == 3 and set(ks[:-1]) == {1}
+    for _ in range(10):  # and k stays
+        drafted(costs, 3, 3, 0.070)
         assert k_of(policy)[0] == 3
 
 
@@ -154,7 +161,7 @@ def test_a_run_of_short_replies_still_probes():
     for _ in range(4):
         policy.start_turn()
         ks += [k_of(policy)[0] for _ in range(3)]
-    assert 3 in ks
+    assert any(ks)
 
 
 def test_rounds_that_beat_plain_steps_overrule_a_cost_model_that_says_no_draft_can():

@@ -5,13 +5,14 @@ Each source's drafting rounds in each kind of text are held against a plain targ
 machine runs it now: a length whose last rounds brought fewer tokens a second steps down (k,
 then 1, then no draft), a short draft whose last rounds all stood tries k again where k
 tokens, standing as often as tokens at their places have, would bring more, with probes
-at k now and then, and at once where the text changes (a
-code block opens, the target grows sure of the text). No round drafts where even drafts that
+of 1 token now and then, and of k at once where the text changes (a code block opens, the
+target grows sure of the text). No round drafts where even drafts that
 always stood would lose to plain steps with the costs measured here (unless the length's own
 last rounds beat plain steps: what they brought overrules the cost model), or where a draft model
 must first catch up on what it missed and the text does not look predictable enough to earn
 that back. It needs no history: a reply's first rounds decide; a later reply starts where the
-last left each source and kind of text."""
+last left each source and kind of text (and what earlier processes learned of the draft's
+acceptance, where it was kept, informs the predictions: chat/learned.py)."""
 
 from __future__ import annotations
 
@@ -125,11 +126,15 @@ class GuardedPolicy(FixedPolicy):
                         and self._k_beats(source, uses_passes, seen.rate)):
                     ladder.length = self.k  # every short draft stood: try k again
                     costs.reply.recent.pop(where, None)
-        n = min(ladder.length or self.k, plan.k_max)
         probe = "" if ladder.length else self._probe_due(ladder)
         if not ladder.length and not probe:
             plan.stop = _Stop(where, catchup=False)
             return plan.decline(ladder.why)
+        # a scheduled probe drafts 1 token: at k, a probe in prose lost two k-token rounds
+        # each time before stepping down (docs/lab/2026-12-07-what-the-policy-remembers.md),
+        # and 1-token rounds that all stand bring k back (`_k_beats`); text grown sure, k
+        length = ladder.length or (1 if probe == PROBE_WHY else self.k)
+        n = min(length, plan.k_max)
         seen = costs.reply.recent.get(where)  # what this length's own rounds brought, if any
         paid = seen is not None and seen.n >= EVIDENCE_ROUNDS and seen.rate >= plain
         never = "" if paid else self._never_pays(source, uses_passes, n, plain)
@@ -141,7 +146,7 @@ class GuardedPolicy(FixedPolicy):
             return plan.decline(why)
         if probe:
             self.probes.probe()
-            ladder.length = self.k
+            ladder.length = length
             costs.reply.recent.pop(where, None)  # the probe's own rounds decide
         plan.resumed = probe or self._resumed_why(where)
         return n

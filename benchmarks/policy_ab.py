@@ -109,11 +109,11 @@ def revisions_side_by_side(roots: dict[str, Path], prompts: list[Prompt], models
 
 def report(ratios: dict[tuple[str, str], list[float]], prompts: list, base: str,
            other: str) -> None:
-    """Each category's median and mean ratio to target-only for every arm, then `other`
-    over `base`, paired (`paired_median`)."""
+    """Each category's median ratio to target-only for every arm (with its interval) and
+    mean, then `other` over `base`, paired (`paired_median`)."""
     names = list(dict.fromkeys(name for _, name in ratios))
     for category in dict.fromkeys(p.category for p in prompts):
-        print(category, *(f"{name}: median {statistics.median(ratios[(category, name)]):.3f} "
+        print(category, *(f"{name}: median {median_interval(ratios[(category, name)])} "
                           f"mean {statistics.mean(ratios[(category, name)]):.3f}"
                           for name in names), sep=" | ")
     every = {name: [r for (_, n), rs in ratios.items() if n == name for r in rs]
@@ -125,15 +125,20 @@ def report(ratios: dict[tuple[str, str], list[float]], prompts: list, base: str,
         print(f"{category}: {other} over {base}, {paired_median(pick[base], pick[other])}")
 
 
+def median_interval(values: list[float]) -> str:
+    """The median with its 95% interval (a percentile bootstrap, fixed seed)."""
+    v = np.asarray(values)
+    picks = np.random.default_rng(0).integers(0, len(v), (2000, len(v)))
+    low, high = np.percentile(np.median(v[picks], axis=1), [2.5, 97.5])
+    return f"{np.median(v):.3f} (95%: {low:.3f}-{high:.3f})"
+
+
 def paired_median(base: list[float], other: list[float]) -> str:
     """The median of `other[i] / base[i]` (two arms' ratios to target-only on the same prompt
     and repeat) with its 95% interval (a percentile bootstrap over the pairs, fixed seed), and
     how many pairs `other` won: what tells two arms apart beyond the spread of replies."""
     r = np.asarray(other) / np.asarray(base)
-    picks = np.random.default_rng(0).integers(0, len(r), (2000, len(r)))
-    low, high = np.percentile(np.median(r[picks], axis=1), [2.5, 97.5])
-    return (f"median {np.median(r):.3f} (95%: {low:.3f}-{high:.3f}), "
-            f"ahead in {int((r > 1).sum())} of {len(r)}")
+    return f"median {median_interval(list(r))}, ahead in {int((r > 1).sum())} of {len(r)}"
 
 
 if __name__ == "__main__":

@@ -237,17 +237,6 @@ class HistoryStore:
             "ORDER BY id", (conversation_id,)).fetchall())
         return [StoredMessage(r, c, _stats(s), bool(done)) for r, c, s, done in rows]
 
-    def reply_lengths(self, target: str, last: int) -> list[int]:
-        """The tokens of the `last` finished replies of `target` (as `new_conversation` named
-        it), oldest first."""
-        rows = self._use(lambda db: db.execute(
-            "SELECT n FROM (SELECT messages.id AS id, CASE WHEN json_valid(stats) "
-            "THEN json_extract(stats, '$.n_tokens') END AS n FROM messages JOIN conversations "
-            "ON conversations.id = conversation_id WHERE role = 'assistant' AND complete = 1 "
-            "AND target = ?) WHERE typeof(n) = 'integer' ORDER BY id DESC LIMIT ?",
-            (target, last)).fetchall())
-        return [n for n, in reversed(rows)]
-
     def interrupted(self) -> list[StoredConversation]:
         """Conversations with a reply whose turn never ended, newest first."""
         cut = {row[0] for row in self._use(lambda db: db.execute(

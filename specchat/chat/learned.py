@@ -38,13 +38,12 @@ class LearnedStore:
         """Start the session's policy from what was learned with its target (False where
         nothing usable was)."""
         target = session.names()[0]
-        return recall(session.engine.policy.costs.acceptance, self._read().get(target))
+        return recall(session.engine.policy.costs, self._read().get(target))
 
     def keep(self, session: ChatSession) -> None:
         """Write what the session's policy knows now, for its target (the other targets'
         entries as they are), replacing the file at once: a reader never sees half of it."""
-        data = self._read() | {session.names()[0]: remembered(
-            session.engine.policy.costs.acceptance)}
+        data = self._read() | {session.names()[0]: remembered(session.engine.policy.costs)}
         name = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

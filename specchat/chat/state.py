@@ -19,7 +19,6 @@ from specchat.costs import MeasuredTurn, conditional_rates
 from specchat.engine.drafters import NO_DRAFT
 from specchat.engine.events import Event, RoundEvent, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
-from specchat.engine.policy.reply import LENGTHS_KEPT
 
 
 class Session(Protocol):
@@ -51,11 +50,7 @@ class ChatState:
         self._rounds_now: list[RoundEvent] = []
         self.rounds: list[tuple[int, int]] = []
         """(drafted, accepted) of this conversation's drafting rounds."""
-        if self.engine is not None:  # the policy prices catch-ups by how long replies run
-            lengths = self.engine.policy.costs.lengths
-            for tokens in history.reply_lengths(session.names()[0], LENGTHS_KEPT):
-                lengths.add(tokens)
-        remember(session, history.path)
+        remember(session, history.path)  # what earlier replies on this target measured
 
     @property
     def engine(self) -> SpeculativeEngine | None:

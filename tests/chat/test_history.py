@@ -9,18 +9,11 @@ import subprocess
 import sys
 import time
 
-from support.models import GREEDY
 from support.pilot import SIZE, make_app, ready, run_async, say, until
 from support.processes import history_path, saved_reply, specchat, specchat_env
 from support.tinymodels import TinySpec, write_tiny_gguf
 
-from specchat.backends.llamacpp import LlamaCppBackend
 from specchat.chat.history import HistoryStore
-from specchat.chat.session import ChatSession
-from specchat.chat.state import ChatState
-from specchat.engine.loop import DraftSettings, SpeculativeEngine
-from specchat.engine.ngram_drafter import NgramDrafter
-from specchat.engine.policy import PolicyKind
 from specchat.ui.widgets.live_reply import LiveReply
 
 
@@ -125,23 +118,3 @@ def test_the_app_goes_on_when_another_process_holds_the_history(tiny, tmp_path):
     finally:
         holder.kill()
         holder.wait()
-
-
-def test_the_policy_starts_knowing_how_long_this_targets_replies_ran(tiny, tmp_path):
-    """The adaptive policy earns a draft model's catch-up back over as many tokens as replies
-    run (`ReplyLengths`): a chat starts with the last finished replies of its target in the
-    history, not those of another target, nor a reply cut off or without its stats."""
-    store = HistoryStore(tmp_path / "history.sqlite3")
-    target = LlamaCppBackend(tiny.target, n_ctx=512, n_threads=1)
-    session = ChatSession(SpeculativeEngine(target, NgramDrafter(), GREEDY,
-                                            DraftSettings(policy_kind=PolicyKind.ADAPTIVE)))
-    mine = store.new_conversation("code", session.names()[0], "ngram")
-    other = store.new_conversation("prose", str(tmp_path / "other.gguf"), "ngram")
-    for conversation, tokens in ((mine, 300), (other, 5), (mine, 310), (mine, 320)):
-        store.add_message(conversation, "assistant", "…", {"n_tokens": tokens})
-    store.add_message(mine, "assistant", "…", {"n_tokens": 7}, complete=False)
-    store.add_message(mine, "assistant", "…")
-    store.add_message(mine, "assistant", "…", {"n_tokens": "many"})
-    assert store.reply_lengths(session.names()[0], 2) == [310, 320]
-    ChatState(session, store)
-    assert session.engine.policy.costs.lengths.left(10) == 300

@@ -19,8 +19,8 @@ from specchat.engine.ngram_drafter import NgramDrafter
 from specchat.engine.policy.memory import remembered
 
 
-def chat_on(tiny, history: HistoryStore) -> ChatState:
-    target = LlamaCppBackend(tiny.target, n_ctx=512, n_threads=1)
+def chat_on(tiny, history: HistoryStore, target_file=None) -> ChatState:
+    target = LlamaCppBackend(target_file or tiny.target, n_ctx=512, n_threads=1)
     return ChatState(ChatSession(SpeculativeEngine(target, NgramDrafter(), GREEDY)), history)
 
 
@@ -48,12 +48,12 @@ def test_a_new_chat_starts_from_the_memory_and_a_reply_keeps_what_it_learned(tin
     reply(earlier, "one two three one two three one two three")
     memory = beside(history.path)
     kept = json.loads(memory.read_text())
-    assert kept[str(tiny.target)] == remembered(earlier.engine.policy.costs.acceptance)
+    assert kept[str(tiny.target)] == remembered(earlier.engine.policy.costs)
 
     later = chat_on(tiny, HistoryStore(history.path))
     [(source, known)] = kept[str(tiny.target)]["sources"].items()
     assert source in later.engine.policy.costs.acceptance.by_position
-    assert remembered(later.engine.policy.costs.acceptance)["sources"][source][
+    assert remembered(later.engine.policy.costs)["sources"][source][
         "by_target_conf"] == known["by_target_conf"]
 
 
@@ -76,3 +76,18 @@ def test_a_memory_that_cannot_be_read_or_written_only_loses_the_memory(tiny, tmp
     reply(chat, "one two three one two three")
     assert len(chat.turns) == 1 and beside(history.path).is_dir()
     assert not list(tmp_path.glob("*.part"))
+
+
+def test_a_new_chat_knows_how_long_this_targets_replies_ran(tiny, tmp_path):
+    """A draft model's catch-up is earned back over as many tokens as replies run
+    (`ReplyLengths`): a new chat starts with the lengths of the last replies on its target
+    (the one just written among them), not those of another target."""
+    history = HistoryStore(tmp_path / "history.sqlite3")
+    earlier = chat_on(tiny, history)
+    for text in ("one two three one two three", "four five six four five six"):
+        reply(earlier, text)
+    written = [len(turn.token_ids) for turn in earlier.turns]
+    assert list(chat_on(tiny, HistoryStore(history.path)).engine.policy.costs.lengths.recent) \
+        == written
+    other = chat_on(tiny, HistoryStore(history.path), target_file=tiny.draft)
+    assert not other.engine.policy.costs.lengths.recent

@@ -24,8 +24,9 @@ rounds = st.lists(st.tuples(
 """(source, kind, drafted, stood, the target's confidence, whether the pass was empty)."""
 
 
-def learned_from(seen: list[tuple[str, str, int, int, float, bool]]) -> Acceptance:
-    acceptance, reply = Acceptance(), ReplyState()
+def learned_from(seen: list[tuple[str, str, int, int, float, bool]]) -> CostModel:
+    costs = CostModel()
+    acceptance, reply = costs.acceptance, ReplyState()
     for source, kind, drafted, stood, conf, empty in seen:
         reply.kind = kind
         reply.move_confidence([conf] * 3)
@@ -34,7 +35,7 @@ def learned_from(seen: list[tuple[str, str, int, int, float, bool]]) -> Acceptan
         acceptance.observe(source, stood, tested, [conf] * drafted)
         acceptance.observe_target_conf(source, stood, tested, reply)
         acceptance.observe_pass(source, empty, reply)
-    return acceptance
+    return costs
 
 
 def estimates(acceptance: Acceptance) -> dict:
@@ -51,16 +52,23 @@ def estimates(acceptance: Acceptance) -> dict:
     return counts
 
 
-@given(rounds)
-def test_what_is_read_back_is_what_was_learned_as_a_new_conversation_starts_from_it(seen):
+@given(rounds, st.lists(st.integers(0, 4096), max_size=12))
+def test_what_is_read_back_is_what_was_learned_as_a_new_conversation_starts_from_it(seen,
+                                                                                   lengths):
     """Through JSON and back: the running confidence's calibration as it was, the draft's own
-    rates as the prior a new conversation keeps of them."""
+    rates as the prior a new conversation keeps of them, the last replies' lengths with the
+    one just written."""
     learned = learned_from(seen)
+    for n in lengths:
+        learned.start_turn()
+        learned.reply.move_confidence([0.5] * n)
     data = json.loads(json.dumps(remembered(learned)))
-    again = Acceptance()
+    again = CostModel()
     assert recall(again, data)
+    learned.start_turn()  # the next reply begins: the last one's length joins the others
     learned.new_conversation()
-    assert estimates(again) == pytest.approx(estimates(learned))
+    assert estimates(again.acceptance) == pytest.approx(estimates(learned.acceptance))
+    assert list(again.lengths.recent) == list(learned.lengths.recent)
 
 
 @pytest.mark.parametrize("data", [
@@ -70,12 +78,15 @@ def test_what_is_read_back_is_what_was_learned_as_a_new_conversation_starts_from
     {"format": 1, "sources": {M: {"empty": {"sometimes": [1, 2]}}}},
     {"format": 1, "sources": {M: {"by_target_conf": {TEXT: "high"}}}},
     {"format": 1, "sources": {M: {"by_position": [[1, 2]]}, "ngram": {"by_position": [["a", 2]]}}},
+    {"format": 1, "sources": {}, "lengths": [96, -1]},
+    {"format": 1, "sources": {}, "lengths": "96"},
 ])
 def test_anything_else_read_back_changes_nothing(data):
-    acceptance = learned_from([(M, TEXT, 3, 1, 0.9, False)] * 5)
-    before = estimates(acceptance)
-    assert not recall(acceptance, data)
-    assert estimates(acceptance) == before
+    costs = learned_from([(M, TEXT, 3, 1, 0.9, False)] * 5)
+    costs.lengths.add(40)
+    before = estimates(costs.acceptance), list(costs.lengths.recent)
+    assert not recall(costs, data)
+    assert (estimates(costs.acceptance), list(costs.lengths.recent)) == before
 
 
 def test_a_new_process_declines_to_catch_the_draft_up_where_earlier_replies_saw_it_refused():
@@ -87,12 +98,12 @@ def test_a_new_process_declines_to_catch_the_draft_up_where_earlier_replies_saw_
         draft = Draft(tokens=[0, 1, 2], q=[1.0] * 3, source=M, uses_passes=True,
                       cost=DraftCost(behind=1, catchup_s=0.04))
         earlier.observe(draft, 0, 0.04, 0.04, 4, [0.999] * 3)
-    data = json.loads(json.dumps(remembered(earlier.acceptance)))
+    data = json.loads(json.dumps(remembered(earlier)))
     for memory, drafts in ((None, True), (data, False)):
         costs = warm()
         costs.machine.learn_catchup(M, 0.0025)
         if memory is not None:
-            assert recall(costs.acceptance, memory)
+            assert recall(costs, memory)
         costs.observe(Draft(), 0, 0.0, STEP, 1, [0.999] * 10)
         k, plan = k_of(GuardedPolicy(3, costs=costs), behind=30)
         assert (k > 0) == drafts, plan.why
@@ -100,5 +111,5 @@ def test_a_new_process_declines_to_catch_the_draft_up_where_earlier_replies_saw_
 
 def test_a_memory_of_another_source_leaves_this_ones_priors():
     costs = CostModel()
-    assert recall(costs.acceptance, remembered(learned_from([("ngram", TEXT, 3, 0, 0.99, True)] * 9)))
+    assert recall(costs, remembered(learned_from([("ngram", TEXT, 3, 0, 0.99, True)] * 9)))
     assert M not in costs.acceptance.by_position and ("ngram", False) in costs.acceptance.empty

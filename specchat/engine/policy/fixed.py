@@ -62,3 +62,8 @@ class FixedPolicy(Policy):
     def _plan(self, cap: int) -> Plan:
         branching = self.tree.branching(priced=False) if self.tree else None
         return _FixedPlan(min(self.k, cap), self.p_min, self.costs, branching)
+
+    def start_turn(self) -> None:
+        """A reply begins: its state (kind of text, running confidence) starts again, and the
+        last one's length joins the others."""
+        self.costs.start_turn()

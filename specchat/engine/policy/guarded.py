@@ -106,7 +106,7 @@ class GuardedPolicy(FixedPolicy):
 
     def start_turn(self) -> None:
         self.probes.new_reply()
-        self.costs.start_turn()
+        super().start_turn()
 
     def length(self, source: str, uses_passes: bool, behind: int, plan: _GuardedPlan) -> int:
         """The draft length `source` runs this round (0: a plain step, with `plan.why`)."""

@@ -1,9 +1,9 @@
-"""What the policy learned of how a target's draft sources fare, as plain data that outlives
-the process: how often each source's tokens stood by place in a draft, by the draft's own
-confidence and by the target's running confidence in each kind of text, and how often a pass
-brought nothing. Read back, it is where a process's first conversation starts: a one-off
-`specchat ask` and the app's first reply begin with what earlier replies measured, not with
-the priors (docs/lab/2026-12-07-what-the-policy-remembers.md)."""
+"""What the policy learned with a target, as plain data that outlives the process: how often
+each draft source's tokens stood by place in a draft, by the draft's own confidence and by the
+target's running confidence in each kind of text, how often a pass brought nothing, and how
+long the last replies ran. Read back, it is where a process's first conversation starts: a
+one-off `specchat ask` and the app's first reply begin with what earlier replies measured, not
+with the priors (docs/lab/2026-12-07-what-the-policy-remembers.md)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,23 @@ import math
 from typing import Any
 
 from specchat.engine.policy.acceptance import Acceptance
+from specchat.engine.policy.cost_model import CostModel
 from specchat.engine.policy.rates import CONF_BINS, Rate
-from specchat.engine.policy.reply import Where
+from specchat.engine.policy.reply import LENGTHS_KEPT, Where
 
 FORMAT = 1
 """The layout `remembered` writes; `recall` takes only this one."""
 
 
-def remembered(acceptance: Acceptance) -> dict[str, Any]:
-    """The acceptance estimates as JSON-ready data, by source."""
+def remembered(costs: CostModel) -> dict[str, Any]:
+    """The acceptance estimates, by source, and the replies' lengths (the one just written
+    among them: a reply's length joins them when the next begins), as JSON-ready data."""
+    lengths = [*costs.lengths.recent, costs.reply.target_conf_n][-LENGTHS_KEPT:]
+    return {"format": FORMAT, "sources": _sources(costs.acceptance),
+            "lengths": [n for n in lengths if n > 0]}
+
+
+def _sources(acceptance: Acceptance) -> dict[str, Any]:
     sources: dict[str, dict[str, Any]] = {}
 
     def of(source: str) -> dict[str, Any]:
@@ -34,17 +42,18 @@ def remembered(acceptance: Acceptance) -> dict[str, Any]:
             _pair(rate)
     for where, rates in acceptance.by_target_conf.items():
         of(where.source).setdefault("by_target_conf", {})[where.kind] = [_pair(r) for r in rates]
-    return {"format": FORMAT, "sources": sources}
+    return sources
 
 
-def recall(acceptance: Acceptance, data: object) -> bool:
-    """Start `acceptance` from `data` (as `remembered` wrote it), the draft's own rates shrunk
-    to a prior as at a new conversation; False, and nothing changed, where `data` is not that
+def recall(costs: CostModel, data: object) -> bool:
+    """Start `costs` from `data` (as `remembered` wrote it), the draft's own rates shrunk to a
+    prior as at a new conversation; False, and nothing changed, where `data` is not that
     (another format, a damaged file)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return False
-    sources = data.get("sources")
-    if not isinstance(sources, dict):
+    sources, lengths = data.get("sources"), data.get("lengths", [])
+    if not isinstance(sources, dict) or not isinstance(lengths, list) or not all(
+            isinstance(n, int) and n > 0 for n in lengths):
         return False
     try:
         learned = Acceptance()
@@ -62,6 +71,9 @@ def recall(acceptance: Acceptance, data: object) -> bool:
     except (AttributeError, KeyError, TypeError, ValueError):
         return False
     learned.new_conversation()
+    for n in lengths:
+        costs.lengths.add(n)
+    acceptance = costs.acceptance
     acceptance.by_position.update(learned.by_position)
     acceptance.by_confidence.update(learned.by_confidence)
     acceptance.empty.update(learned.empty)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from support.costs import STEP, M, k_of, warm
 
@@ -53,6 +53,7 @@ def estimates(acceptance: Acceptance) -> dict:
 
 
 @given(rounds, st.lists(st.integers(0, 4096), max_size=12))
+@example(seen=[], lengths=[1] * 9 + [0])  # a full memory, then a reply of no tokens
 def test_what_is_read_back_is_what_was_learned_as_a_new_conversation_starts_from_it(seen,
                                                                                    lengths):
     """Through JSON and back: the running confidence's calibration as it was, the draft's own

@@ -22,9 +22,9 @@ FORMAT = 1
 def remembered(costs: CostModel) -> dict[str, Any]:
     """The acceptance estimates, by source, and the replies' lengths (the one just written
     among them: a reply's length joins them when the next begins), as JSON-ready data."""
-    lengths = [*costs.lengths.recent, costs.reply.target_conf_n][-LENGTHS_KEPT:]
+    lengths = [n for n in (*costs.lengths.recent, costs.reply.target_conf_n) if n > 0]
     return {"format": FORMAT, "sources": _sources(costs.acceptance),
-            "lengths": [n for n in lengths if n > 0]}
+            "lengths": lengths[-LENGTHS_KEPT:]}
 
 
 def _sources(acceptance: Acceptance) -> dict[str, Any]:

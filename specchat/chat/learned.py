@@ -34,11 +34,10 @@ class LearnedStore:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def recall(self, session: ChatSession) -> bool:
-        """Start the session's policy from what was learned with its target (False where
+    def recall(self, session: ChatSession) -> None:
+        """Start the session's policy from what was learned with its target (the priors where
         nothing usable was)."""
-        target = session.names()[0]
-        return recall(session.engine.policy.costs, self._read().get(target))
+        recall(session.engine.policy.costs, self._read().get(session.names()[0]))
 
     def keep(self, session: ChatSession) -> None:
         """Write what the session's policy knows now, for its target (the other targets'

@@ -4,11 +4,14 @@ machine, a shorter draft or none where they do not, saying why; probes that brin
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from support.costs import STEP, M, drafted, k_of, warm
 
 from specchat.engine.policy import GuardedPolicy
 from specchat.engine.policy.base import Seen
+from specchat.engine.policy.guarded import STOOD_WINDOWS
+from specchat.engine.policy.rates import RECENT_ROUNDS
 from specchat.engine.policy.schedule import PROBE_EVERY, PROBE_FIRST, PROBE_WHY
 from specchat.engine.text_kind import CODE, TEXT
 from specchat.engine.types import Draft, DraftCost
@@ -229,10 +232,9 @@ def test_a_round_that_drafts_again_after_declined_ones_says_why():
     assert k == 3 and plan.resumed == ""
 
 
-def test_short_drafts_that_all_stood_stay_short_where_k_tokens_would_not_bring_more():
-    """3-token drafts whose first token stood and second fell (prose): after stepping down,
-    1-token drafts that all stand do not bring k back, since the places past the first have
-    not stood; without that, k came back after every 4 rounds and lost 2."""
+def _stepped_down_on_prose() -> tuple[GuardedPolicy, Callable[[int, int, float], None]]:
+    """A policy whose 3-token drafts had their first token stand and the second fall (prose)
+    until it stepped down to 1; and how to feed it a round."""
     costs = warm()
     policy = GuardedPolicy(3, costs=costs)
 
@@ -244,11 +246,31 @@ def test_short_drafts_that_all_stood_stay_short_where_k_tokens_would_not_bring_m
     for k in (3, 3):
         assert k_of(policy)[0] == k
         drafted_here(k, 1, 0.1)  # 2 tokens in 100 ms: 20 tok/s against 25
+    return policy, drafted_here
+
+
+def test_short_drafts_that_all_stood_stay_short_where_k_tokens_would_not_bring_more():
+    """After stepping down on prose, 1-token drafts that all stand do not bring k back at once,
+    since the places past the first have not stood (without that, k came back after every 4
+    rounds and lost 2); after `STOOD_WINDOWS` windows of them in a row, k is tried again,
+    since those places learn nothing while only the first token is drafted (two unlucky
+    rounds where a code block opened kept k away for the rest of a reply)."""
+    policy, drafted_here = _stepped_down_on_prose()
     ks = []
-    for _ in range(8):
+    for _ in range(STOOD_WINDOWS * RECENT_ROUNDS + 1):
         ks.append(k_of(policy)[0])
-        drafted_here(1, 1, 0.050)  # 2 tokens in 50 ms: 40 tok/s, every draft stood
-    assert ks == [1] * 8
+        drafted_here(ks[-1], ks[-1], 0.050)  # 2 tokens in 50 ms: 40 tok/s, every draft stood
+    assert ks == [1] * STOOD_WINDOWS * RECENT_ROUNDS + [3]
+
+
+def test_a_short_draft_that_fell_starts_the_count_of_rounds_in_a_row_again():
+    policy, drafted_here = _stepped_down_on_prose()
+    fell = RECENT_ROUNDS + 1
+    ks = []
+    while len(ks) < 40 and 3 not in ks:
+        ks.append(k_of(policy)[0])
+        drafted_here(ks[-1], 0 if len(ks) - 1 == fell else ks[-1], 0.050)
+    assert len(ks) - 1 == fell + 1 + STOOD_WINDOWS * RECENT_ROUNDS
 
 
 def test_drafting_stopped_by_its_own_rounds_does_not_probe_at_once():

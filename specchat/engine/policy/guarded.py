@@ -4,7 +4,8 @@ pays on this machine, and a shorter draft or none where it does not.
 Each source's drafting rounds in each kind of text are held against a plain target step as this
 machine runs it now: a length whose last rounds brought fewer tokens a second steps down (k,
 then 1, then no draft), a short draft whose last rounds all stood tries k again where k
-tokens, standing as often as tokens at their places have, would bring more, with probes
+tokens, standing as often as tokens at their places have, would bring more (or after 12 such
+rounds in a row, since those places learn nothing meanwhile), with probes
 of 1 token now and then, and of k at once where the text changes (a code block opens, the
 target grows sure of the text). No round drafts where even drafts that
 always stood would lose to plain steps with the costs measured here (unless the length's own
@@ -23,7 +24,7 @@ from specchat.engine.policy.branching import TreeSettings
 from specchat.engine.policy.cost_model import CostModel
 from specchat.engine.policy.fixed import FixedPolicy, _FixedPlan
 from specchat.engine.policy.kind import PolicyKind
-from specchat.engine.policy.rates import expected_tokens
+from specchat.engine.policy.rates import Recent, expected_tokens
 from specchat.engine.policy.reply import Where
 from specchat.engine.policy.schedule import PROBE_WHY, ProbeSchedule
 from specchat.engine.text_kind import CODE
@@ -31,6 +32,11 @@ from specchat.engine.types import Draft, Plan
 
 EVIDENCE_ROUNDS = 2
 """Drafting rounds at a length before what they brought decides whether the length stays."""
+STOOD_WINDOWS = 3
+"""Windows of `RECENT_ROUNDS` short-draft rounds, all standing, after which k is tried again
+whatever the places past the first have stood: they learn nothing while only the first token
+is drafted, and two unlucky k-token rounds where a code block opened kept k away for the rest
+of a reply (docs/lab/2026-12-07-k-back-after-short-drafts-stood.md)."""
 SURE_RISE, SURE_AT = 0.15, 0.9
 """Where drafting stopped, a probe comes at once when the target's running confidence rose by
 0.15 since, to at least 0.9: the text grew predictable."""
@@ -45,6 +51,8 @@ class _Ladder:
     """Why it stepped down last, from what it measured."""
     stopped_conf: float | None = None
     """The target's running confidence where drafting stopped."""
+    stood_windows: int = 0
+    """Windows of short-draft rounds in a row that all stood without k coming back."""
 
 
 @dataclass(frozen=True)
@@ -122,10 +130,8 @@ class GuardedPolicy(FixedPolicy):
                 self._step_down(where, ladder, seen.rate, plain)
             else:
                 self.probes.paid()
-                if (ladder.length < self.k and seen.full and seen.all_stood(ladder.length)
-                        and self._k_beats(source, uses_passes, seen.rate)):
-                    ladder.length = self.k  # every short draft stood: try k again
-                    costs.reply.recent.pop(where, None)
+                if ladder.length < self.k and seen.full:
+                    self._k_again(source, uses_passes, where, ladder, seen)
         probe = "" if ladder.length else self._probe_due(ladder)
         if not ladder.length and not probe:
             plan.stop = _Stop(where, catchup=False)
@@ -164,6 +170,19 @@ class GuardedPolicy(FixedPolicy):
                     + (f", {guess:.0%} of its tokens expected to stand" if guess is not None else ""))
         return "its drafts were expected to pay again"
 
+    def _k_again(self, source: str, uses_passes: bool, where: Where, ladder: _Ladder,
+                 seen: Recent) -> None:
+        """After a full window of short-draft rounds: k again where they all stood and k is
+        expected to beat them, or where they all stood `STOOD_WINDOWS` windows in a row."""
+        if not seen.all_stood(ladder.length):
+            ladder.stood_windows = 0
+            return
+        ladder.stood_windows += 1
+        if (ladder.stood_windows >= STOOD_WINDOWS
+                or self._k_beats(source, uses_passes, seen.rate)):
+            ladder.length, ladder.stood_windows = self.k, 0
+        self.costs.reply.recent.pop(where, None)  # the next window is judged on its own
+
     def _k_beats(self, source: str, uses_passes: bool, rate: float) -> bool:
         """Whether k-token drafts are expected to beat `rate` (what the short drafts brought),
         each token standing as often as the source's tokens at its place in a draft have
@@ -180,7 +199,7 @@ class GuardedPolicy(FixedPolicy):
     def _step_down(self, where: Where, ladder: _Ladder, rate: float, plain: float) -> None:
         ladder.why = (f"{ladder.length}-token drafts brought {rate:.1f} tok/s, plain steps "
                       f"{plain:.1f}")
-        ladder.length = 1 if ladder.length > 1 else 0
+        ladder.length, ladder.stood_windows = (1 if ladder.length > 1 else 0), 0
         if not ladder.length:
             self.probes.stopped()
         ladder.stopped_conf = self.costs.reply.target_conf

@@ -3,8 +3,10 @@ not a test).
 
 Each repeat runs `specchat ask --json` (a separate process, as a user runs it) and then the
 Textual app headless (Pilot: it lays out and renders every update, just not to a real
-terminal), same prompt, draft, k and greedy sampling, on the default pair. Both report the
-engine's own decode rate (`tokens_per_second` of the turn); the ratio is taken per repeat.
+terminal), same prompt, draft, k and greedy sampling, on the default pair, in an order that
+alternates by repeat, each with a new empty history, so that neither starts from what the policy
+learned before (chat/learned.py) nor writes to the user's. Both report the engine's own decode
+rate (`tokens_per_second` of the turn); the ratio is taken per repeat.
 It also reads the CPU seconds the UI thread used while the reply ran, a second of reply: on two
 cores what the UI draws is taken from llama.cpp's threads, and that share is less noisy than
 the rates.
@@ -25,7 +27,7 @@ import time
 from pathlib import Path
 
 from benchmarks import arguments
-from specchat.chat.history import HistoryStore
+from specchat.chat.history import HISTORY_ENV, HistoryStore
 from specchat.settings import DraftOptions, SamplingOptions, Settings
 from specchat.ui.app import SpecchatApp
 from specchat.ui.launch import Launch
@@ -36,9 +38,10 @@ PROMPT = "Write a Python function that parses an ISO 8601 date string, with a do
 
 def ask_rate(prompt: str, tokens: int, k: int) -> tuple[float, int]:
     """`ask`'s decode rate, and the tokens its reply ran."""
+    history = Path(tempfile.mkdtemp()) / "history.sqlite3"
     out = subprocess.run([sys.executable, "-m", "specchat", "ask", prompt, "--json", "--k", str(k),
                           "--max-tokens", str(tokens)], check=True, capture_output=True,
-                         text=True).stdout
+                         text=True, env=os.environ | {HISTORY_ENV: str(history)}).stdout
     turn = json.loads(out.splitlines()[-1])
     return turn["tokens_per_second"], turn["n_tokens"]
 
@@ -80,8 +83,11 @@ def main() -> int:
     os.environ["SPECCHAT_CONFIG"] = str(config)
     ratios, shares = [], []
     for r in range(args.repeats):
+        if r % 2:
+            tui, tui_n, ui_share = tui_rate(args.prompt, args.tokens, args.k)
         ask, ask_n = ask_rate(args.prompt, args.tokens, args.k)
-        tui, tui_n, ui_share = tui_rate(args.prompt, args.tokens, args.k)
+        if not r % 2:
+            tui, tui_n, ui_share = tui_rate(args.prompt, args.tokens, args.k)
         ratios.append(tui / ask)
         shares.append(ui_share)
         print(f"repeat {r + 1}: ask {ask:.2f} tok/s ({ask_n} tokens), TUI {tui:.2f} tok/s "

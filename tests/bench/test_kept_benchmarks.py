@@ -41,6 +41,11 @@ KEPT = {  # module -> (its arguments, a line its output must have)
     "ttft_typing": (["--repeats", "1", "--lengths", "12", "--chars-per-s", "400"],
                     "| ~12 tokens typed at 400 chars/s |"),
 }
+RUNS = [(module, *KEPT[module]) for module in sorted(KEPT)] + [
+    ("tui_vs_ask", ["--one-process", "--repeats", "2", "--tokens", "16"],
+     "median TUI/no-UI decode tok/s, one process"),
+]
+"""Each kept benchmark as KEPT runs it, and the other ways its docstring shows."""
 
 
 def test_every_benchmark_left_is_kept_here_or_is_a_helper():
@@ -56,12 +61,13 @@ def test_the_policy_replay_prints_every_decision():
     assert len(rounds) == 3600 and any(r[3] for r in rounds) and any(r[2] > 3 for r in rounds)
 
 
-@pytest.mark.parametrize("module", sorted(KEPT))
-def test_a_kept_benchmark_runs_to_its_table(module, tiny, tmp_path):
+@pytest.mark.parametrize(("module", "args", "expected"), RUNS,
+                         ids=[module if i < len(KEPT) else f"{module}{args[0]}"
+                              for i, (module, args, _) in enumerate(RUNS)])
+def test_a_kept_benchmark_runs_to_its_table(module, args, expected, tiny, tmp_path):
     server_binary = llama_server_binary() or missing("llama-server", ".venv/bin/python -m "
                                                      "benchmarks.tools")
     lay_default_pair(tmp_path / "models", tiny.target, tiny.draft)
-    args, expected = KEPT[module]
     if "{q4_0}" in args:
         from specchat.catalog.layout import Q4_0
         from specchat.optimize.quantize import quantize

@@ -6,6 +6,7 @@ drafter, so `ask`, `chat`, the TUI and the benchmark all get the same checks and
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
@@ -273,4 +274,14 @@ def open_session(settings: Settings, engine: SpeculativeEngine | None = None
         trees = " · draft trees: a llama-server drafts chains" if settings.draft.tree else ""
         return server, server.where + trees
     local = ChatSession(engine or build_engine(settings), conversation, policy)
+    out_of_the_collectors_way()
     return local, placement(local.engine)
+
+
+def out_of_the_collectors_way() -> None:
+    """Leave what the process holds once its models are loaded out of Python's full
+    collections: one walked every object (about 93,000 in the app, from the imports on) and
+    held the GIL for 67-102 ms, on the app's UI thread too, while the model thread waited for
+    it between passes (docs/lab/2026-12-07-the-app-in-one-process-and-a-catch-up-probe.md)."""
+    gc.collect()
+    gc.freeze()

@@ -11,9 +11,10 @@ target grows sure of the text). No round drafts where even drafts that
 always stood would lose to plain steps with the costs measured here (unless the length's own
 last rounds beat plain steps: what they brought overrules the cost model), or where a draft model
 must first catch up on what it missed and the text does not look predictable enough to earn
-that back (where its drafts were expected to pay once in step, a probe tests that). It needs no history: a reply's first rounds decide; a later reply starts where the
-last left each source and kind of text (and what earlier processes learned of the draft's
-acceptance, where it was kept, informs the predictions: chat/learned.py)."""
+that back (where its drafts were expected to pay once in step, a probe tests that). It needs
+no history: a reply's first rounds decide; a later reply starts where the last left each
+source and kind of text (and what earlier processes learned of the draft's acceptance, where
+it was kept, informs the predictions: chat/learned.py)."""
 
 from __future__ import annotations
 

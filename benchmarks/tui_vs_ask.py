@@ -153,14 +153,15 @@ def main() -> int:
     os.environ["SPECCHAT_CONFIG"] = str(config)
     ratios, shares = [], []
     if args.one_process:
-        for r, (tui, ui_share, bare) in enumerate(
+        for r, (in_app_counts, ui_share, bare_counts) in enumerate(
                 one_process(args.prompt, args.tokens, args.k, args.repeats)):
-            ratio = (tui.tokens_per_second or 0.0) / (bare.tokens_per_second or 1.0)
-            ratios.append(ratio)
+            app_rate, bare_rate = (in_app_counts.tokens_per_second or 0.0,
+                                   bare_counts.tokens_per_second or 0.0)
+            ratios.append(app_rate / bare_rate)
             shares.append(ui_share)
-            print(f"repeat {r + 1}: no UI {bare.tokens_per_second:.2f} tok/s ({work(bare)}), "
-                  f"TUI {tui.tokens_per_second:.2f} tok/s ({work(tui)}), ratio {ratio:.3f}, "
-                  f"UI thread {ui_share:.1%} of a core")
+            print(f"repeat {r + 1}: no UI {bare_rate:.2f} tok/s ({work(bare_counts)}), "
+                  f"TUI {app_rate:.2f} tok/s ({work(in_app_counts)}), "
+                  f"ratio {app_rate / bare_rate:.3f}, UI thread {ui_share:.1%} of a core")
         print(f"median TUI/no-UI decode tok/s, one process: {statistics.median(ratios):.3f} "
               f"(goal >= 0.97); UI thread: median {statistics.median(shares):.1%} of a core")
         return 0

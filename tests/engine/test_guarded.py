@@ -12,7 +12,7 @@ from specchat.engine.policy import GuardedPolicy
 from specchat.engine.policy.base import Seen
 from specchat.engine.policy.guarded import STOOD_WINDOWS
 from specchat.engine.policy.rates import RECENT_ROUNDS
-from specchat.engine.policy.schedule import CATCHUP_PROBE_WHY, PROBE_EVERY, PROBE_FIRST, PROBE_WHY
+from specchat.engine.policy.schedule import PROBE_EVERY, PROBE_FIRST, PROBE_WHY
 from specchat.engine.text_kind import CODE, TEXT
 from specchat.engine.types import Draft, DraftCost
 
@@ -149,27 +149,6 @@ def test_inside_a_code_block_a_catch_up_is_earned_back_over_the_rest_of_the_repl
         costs.observe(Draft(), 0, 0.0, STEP, 1, [0.999] * 10)
         k, plan = k_of(GuardedPolicy(3, costs=costs), behind=30)
         assert (k == 3) == drafts, plan.why
-
-
-def test_a_catch_up_that_only_its_price_kept_from_paying_is_tried_on_the_probe_schedule():
-    """The same 0.6 s catch-up in prose, its 3-token drafts expected at about 46 tok/s against
-    25 once in step: declined until a probe is due (`PROBE_FIRST` rounds into a reply), which
-    drafts k, catching up, and says why (on a list of numbers a first reply with no memory
-    declined all its 256 rounds, the catch-up growing as the draft fell further behind). Where
-    the drafts were expected to lose to plain steps even in step, no probe comes."""
-    for conf, probes in ((0.999, True), (0.2, False)):
-        costs = warm()
-        costs.machine.learn_catchup(M, 0.6 / 28)
-        policy = GuardedPolicy(3, costs=costs)
-        policy.start_turn()
-        costs.observe(Draft(), 0, 0.0, STEP, 1, [conf] * 10)
-        plans = [k_of(policy, behind=30 + i) for i in range(3 * PROBE_EVERY)]
-        ks = [k for k, _ in plans]
-        if probes:
-            assert ks[:PROBE_FIRST + 1] == [0] * PROBE_FIRST + [3]
-            assert plans[PROBE_FIRST][1].resumed == CATCHUP_PROBE_WHY
-        else:
-            assert set(ks) == {0}
 
 
 def test_a_run_of_short_replies_still_probes():

@@ -11,10 +11,9 @@ target grows sure of the text). No round drafts where even drafts that
 always stood would lose to plain steps with the costs measured here (unless the length's own
 last rounds beat plain steps: what they brought overrules the cost model), or where a draft model
 must first catch up on what it missed and the text does not look predictable enough to earn
-that back (where its drafts were expected to pay once in step, a probe tests that). It needs
-no history: a reply's first rounds decide; a later reply starts where the last left each
-source and kind of text (and what earlier processes learned of the draft's acceptance, where
-it was kept, informs the predictions: chat/learned.py)."""
+that back. It needs no history: a reply's first rounds decide; a later reply starts where the
+last left each source and kind of text (and what earlier processes learned of the draft's
+acceptance, where it was kept, informs the predictions: chat/learned.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ from specchat.engine.policy.fixed import FixedPolicy, _FixedPlan
 from specchat.engine.policy.kind import PolicyKind
 from specchat.engine.policy.rates import Recent, expected_tokens
 from specchat.engine.policy.reply import Where
-from specchat.engine.policy.schedule import CATCHUP_PROBE_WHY, PROBE_WHY, ProbeSchedule
+from specchat.engine.policy.schedule import PROBE_WHY, ProbeSchedule
 from specchat.engine.text_kind import CODE
 from specchat.engine.types import Draft, Plan
 
@@ -145,10 +144,7 @@ class GuardedPolicy(FixedPolicy):
         seen = costs.reply.recent.get(where)  # what this length's own rounds brought, if any
         paid = seen is not None and seen.n >= EVIDENCE_ROUNDS and seen.rate >= plain
         never = "" if paid else self._never_pays(source, uses_passes, n, plain)
-        why, worth_testing = ((never, False) if never else
-                              self._catchup_loses(source, uses_passes, behind, n, plain, plan.left))
-        if why and worth_testing and not probe and self.probes.due:
-            why, probe = "", CATCHUP_PROBE_WHY  # its price rests on a guess: test it
+        why = never or self._catchup_loses(source, uses_passes, behind, n, plain, plan.left)
         if why:
             if not probe:  # a probe's round was counted as declined already
                 self.probes.declined()
@@ -232,26 +228,24 @@ class GuardedPolicy(FixedPolicy):
         return f"drafts that always stood would bring {best:.1f} tok/s here, plain steps {plain:.1f}"
 
     def _catchup_loses(self, source: str, uses_passes: bool, behind: int, n: int, plain: float,
-                       left: int) -> tuple[str, bool]:
+                       left: int) -> str:
         """Why a draft model that must first read what it missed would not earn that back
         within the reply's next tokens (inside a code block, within the rest of the reply:
         code runs long and its drafts stand, docs/lab/2026-12-02-code-blocks-and-prose-what-the-target.md),
         with each token standing as often as the target's running confidence, calibrated
         here, says (empty where it would, or it is in step): the drafting rounds' own yield
-        takes over once they run. And whether its drafts, once in step, were expected to beat
-        plain steps: only the catch-up stood in the way, and its price rests on a guess of how
-        often they stand, which drafting alone can test."""
+        takes over once they run."""
         machine, costs = self.costs.machine, self.costs
         steady = min(behind, 2)
         catchup_s = (machine.draft_s(source, 1, uses_passes, behind)
                      - machine.draft_s(source, 1, uses_passes, steady))
         if not uses_passes or catchup_s <= 0:
-            return "", False
+            return ""
         guess = costs.predicted_accept(source)
         if guess is None:
-            return "the text did not look predictable enough yet to catch the draft up", False
+            return "the text did not look predictable enough yet to catch the draft up"
         rate = expected_tokens([guess] * n) / machine.round_s(source, n, uses_passes, steady)
         if costs.pays_back(rate, plain, catchup_s, left, whole_reply=costs.reply.kind == CODE):
-            return "", False
+            return ""
         return (f"a {n}-token draft was expected at {rate:.1f} tok/s after a "
-                f"{catchup_s * 1000:.0f} ms catch-up, plain steps {plain:.1f}"), rate > plain
+                f"{catchup_s * 1000:.0f} ms catch-up, plain steps {plain:.1f}")

@@ -13,9 +13,6 @@ PROBE_FIRST = 4
 """Declined rounds at the start of a reply before its first probe."""
 PROBE_WHY = "a scheduled probe"
 """Why a probe's round drafts, as the note of where drafting went on again says it."""
-CATCHUP_PROBE_WHY = "a scheduled probe of a catch-up that its drafts were expected to earn back later"
-"""Why a probe's round drafts where only the draft model's catch-up had kept it from drafting:
-its drafts, once in step, were expected to beat plain steps."""
 
 
 @dataclass

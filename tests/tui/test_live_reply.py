@@ -82,7 +82,9 @@ def test_a_long_reply_settles_its_lines_grows_in_steps_and_toggles_whole():
         async with app.run_test(size=(60, 20)) as pilot:
             reply = app.query_one(LiveReply)
             reply.growing = True
+            relaid = 0
             for n in range(lines):
+                settled, height = len(reply.children) - 1, reply.size.height
                 reply.add_tokens([token(TokenKind.ACCEPTED, f"line {n}"),
                                   token(TokenKind.REJECTED, " no"),
                                   token(TokenKind.CORRECTED, "\n")])
@@ -90,7 +92,12 @@ def test_a_long_reply_settles_its_lines_grows_in_steps_and_toggles_whole():
                 await pilot.pause()
                 assert reply.size.height % GROW_LINES == 0  # room taken in steps
                 assert reply.size.height >= n + 2  # the lines so far and the one growing
+                if settled and len(reply.children) - 1 == settled:
+                    # once lines settled, the reply takes room only where more settle
+                    assert reply.size.height == height
+                relaid += reply.size.height != height
             assert len(reply.children) == 4  # three settled widgets and the tail
+            assert relaid == SETTLE_LINES // GROW_LINES + 3  # steps to the first settle, one a settle
             expected = "".join(f"line {n} no\n" for n in range(lines))
             assert reply.drawn == expected
             reply.show_rejected = False

@@ -22,7 +22,10 @@ whole reply took the CPU llama.cpp would have had (docs/lab/2026-11-30-does-the-
 
 GROW_LINES = 4
 """A reply in flight grows in steps of this many lines (blank until written): the screen is laid
-out again, and redrawn whole as the view follows, once a step instead of at every new line."""
+out again, and redrawn whole as the view follows, once a step instead of at every new line.
+Once its first lines have settled, the reply is a long one and its live tail takes the
+`SETTLE_LINES` it can hold at once: a layout pass only where lines settle (each step cost
+one, about every redraw on a list at 40 tok/s)."""
 
 BRANCHES_LOST = "↳"
 """Before the count of a round's draft-tree branches that lost (or, expanded, their tokens),
@@ -170,7 +173,8 @@ class LiveReply(Vertical):
         width = self._tail.content_region.width
         height = content.get_height(self.styles, width) if width else None  # type: ignore[arg-type]
         if height is not None and self.growing:
-            height = -(-max(height, 1) // GROW_LINES) * GROW_LINES
+            step = SETTLE_LINES if self._settled else GROW_LINES
+            height = -(-max(height, 1) // step) * step
         relayout = height is None or height != self._height
         if relayout:
             self._tail.styles.height = height if height is not None and self.growing else "auto"

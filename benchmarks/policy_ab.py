@@ -5,7 +5,10 @@ rotates by prompt and repeat. Prints each category's median ratio to target-only
 then the working tree's rate over the revision's, paired by prompt and repeat, with a 95%
 interval, and how many replies had the same tokens: whether a change moved the speed beyond
 the spread of single replies, and whether it changed a reply (a greedy one may part only at
-a near-tie). Flags after `--` go to every speculative `ask` (`-- --policy adaptive --k 8`).
+a near-tie). The same table again from each reply's own speedup (its rate over the
+target-only steps it timed beside its rounds): this machine's speed moves between processes
+by up to a third, and within one process both move alike. Flags after `--` go to every
+speculative `ask` (`-- --policy adaptive --k 8`).
 What the policy learned (chat/learned.py) is kept in each arm's own data folder across the
 run, as a user's asks keep it (`--memory kept`), or in none (`--memory fresh`: every reply a
 new user's first); never in the user's own.
@@ -86,6 +89,7 @@ def revisions_side_by_side(roots: dict[str, Path], prompts: list[Prompt], models
     revision's data folder `data[name]`, a new one each reply where None); the table."""
     against = next(iter(roots))
     ratios: dict[tuple[str, str], list[float]] = defaultdict(list)
+    own: dict[tuple[str, str], list[float]] = defaultdict(list)
     same = {"replies": 0, "same": 0}
     for rep in range(repeats):
         for n, prompt in enumerate(prompts):
@@ -98,11 +102,15 @@ def revisions_side_by_side(roots: dict[str, Path], prompts: list[Prompt], models
             rates = {name: turn["tokens_per_second"] or 0.0 for name, turn in turns.items()}
             for name in roots:
                 ratios[(prompt.category, name)].append(rates[name] / rates["none"])
+                own[(prompt.category, name)].append(turns[name]["speedup"] or 1.0)
             same["replies"] += 1
             same["same"] += turns[against]["token_ids"] == turns["tree"]["token_ids"]
             print(prompt.category, prompt.name, {k: round(v, 2) for k, v in rates.items()},
                   flush=True)
     report(ratios, prompts, against, "tree")
+    print("each reply against its own target-only steps (the speedup it shows; a machine "
+          "whose speed moves between processes moves both alike):")
+    report(own, prompts, against, "tree")
     print(f"the same tokens from {against} and tree: {same['same']} of {same['replies']} "
           "replies")
 

@@ -27,6 +27,8 @@ KEPT = {  # module -> (its arguments, a line its output must have)
     "policy_ab": (["--against", "HEAD", "--repeats", "1", "--categories", "short", "--tokens",
                    "8"], "the same tokens from HEAD and tree: "),
     "horizon_ab": (["--repeats", "1", "--categories", "short"], "reply lengths over 32 tokens"),
+    "ceiling": (["--repeats", "1", "--tokens", "64", "--lengths", "1,3"],
+                "every draft standing, median"),
     "gemm_patch": (["--target", "{q4_0}", "--repeats", "1", "--sizes", "1,4,8"],
                    "the same bits before and after: yes"),
     "tui_vs_ask": (["--repeats", "1", "--tokens", "16"], "median TUI/ask decode tok/s"),

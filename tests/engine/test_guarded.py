@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from support.costs import STEP, M, drafted, k_of, warm
 
-from specchat.engine.policy import GuardedPolicy
+from specchat.engine.policy import CostModel, GuardedPolicy
 from specchat.engine.policy.base import Seen
 from specchat.engine.policy.guarded import STOOD_WINDOWS
 from specchat.engine.policy.rates import RECENT_ROUNDS
@@ -136,6 +136,24 @@ def test_a_short_draft_whose_rounds_all_stood_tries_k_again():
                       cost=DraftCost(behind=1, catchup_s=0.010))
         costs.observe(draft, 1, 0.010, 0.044, 2, [0.9, 0.9])  # 2 tokens in 54 ms, every draft stood
     assert ks[-1] == 3 and set(ks[:-1]) == {1} and len(ks) > 5
+
+
+def test_in_a_code_block_a_catch_up_drafts_the_length_that_earns_it_back():
+    """A verify batch of 4 at 2.19 plain steps and of 2 at 1.25, a pass at 0.43 of a step (a
+    2-core AVX-512 machine's costs), an 84 ms catch-up, the reply ending within 40 tokens:
+    3-token drafts would not earn the catch-up back, 1-token drafts would, and in a code block
+    the catch-up's round drafts 1; in prose, where the target's confidence promises more than
+    the draft keeps, it is priced at k and declined."""
+    for kind, k in ((CODE, 1), (TEXT, 0)):
+        costs = CostModel()
+        costs.writing(kind)
+        costs.observe(Draft(), 0, 0.0, STEP, 1, [0.999] * 10)
+        for n, steps in ((2, 1.25), (4, 2.19)):
+            costs.observe(Draft(tokens=[0] * (n - 1)), 0, 0.0, STEP * steps, n)
+        costs.machine.learn_pass(M, 0.43 * STEP)
+        costs.machine.learn_catchup(M, 0.003)
+        plan = GuardedPolicy(3, costs=costs).plan(cap=40)
+        assert plan.k(M, True, 30) == k and plan.declined == (not k), plan.why
 
 
 def test_inside_a_code_block_a_catch_up_is_earned_back_over_the_rest_of_the_reply():

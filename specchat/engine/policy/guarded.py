@@ -144,7 +144,8 @@ class GuardedPolicy(FixedPolicy):
         seen = costs.reply.recent.get(where)  # what this length's own rounds brought, if any
         paid = seen is not None and seen.n >= EVIDENCE_ROUNDS and seen.rate >= plain
         never = "" if paid else self._never_pays(source, uses_passes, n, plain)
-        why = never or self._catchup_loses(source, uses_passes, behind, n, plain, plan.left)
+        why, n = (never, n) if never else self._catchup(source, uses_passes, behind, n, plain,
+                                                         plan.left)
         if why:
             if not probe:  # a probe's round was counted as declined already
                 self.probes.declined()
@@ -227,25 +228,32 @@ class GuardedPolicy(FixedPolicy):
             return ""
         return f"drafts that always stood would bring {best:.1f} tok/s here, plain steps {plain:.1f}"
 
-    def _catchup_loses(self, source: str, uses_passes: bool, behind: int, n: int, plain: float,
-                       left: int) -> str:
+    def _catchup(self, source: str, uses_passes: bool, behind: int, n: int, plain: float,
+                 left: int) -> tuple[str, int]:
         """Why a draft model that must first read what it missed would not earn that back
         within the reply's next tokens (inside a code block, within the rest of the reply:
         code runs long and its drafts stand, docs/lab/2026-12-02-code-blocks-and-prose-what-the-target.md),
         with each token standing as often as the target's running confidence, calibrated
-        here, says (empty where it would, or it is in step): the drafting rounds' own yield
-        takes over once they run."""
+        here, says (empty where it would, or it is in step), and the length the catch-up's
+        round drafts: in a code block, that of up to n tokens expected to bring the most
+        (where a verify batch of 4 costs twice a plain step, 1), elsewhere n: in prose the
+        target's confidence promises more than the draft's tokens keep (text_kind.py), and
+        pricing a catch-up at a short draft's rate drew it into prose. The drafting rounds'
+        own yield takes over once they run."""
         machine, costs = self.costs.machine, self.costs
         steady = min(behind, 2)
         catchup_s = (machine.draft_s(source, 1, uses_passes, behind)
                      - machine.draft_s(source, 1, uses_passes, steady))
         if not uses_passes or catchup_s <= 0:
-            return ""
+            return "", n
         guess = costs.predicted_accept(source)
         if guess is None:
-            return "the text did not look predictable enough yet to catch the draft up"
-        rate = expected_tokens([guess] * n) / machine.round_s(source, n, uses_passes, steady)
-        if costs.pays_back(rate, plain, catchup_s, left, whole_reply=costs.reply.kind == CODE):
-            return ""
-        return (f"a {n}-token draft was expected at {rate:.1f} tok/s after a "
-                f"{catchup_s * 1000:.0f} ms catch-up, plain steps {plain:.1f}")
+            return "the text did not look predictable enough yet to catch the draft up", n
+        code = costs.reply.kind == CODE
+        rate, best = max((expected_tokens([guess] * m)
+                          / machine.round_s(source, m, uses_passes, steady), m)
+                         for m in (range(1, n + 1) if code else (n,)))
+        if costs.pays_back(rate, plain, catchup_s, left, whole_reply=code):
+            return "", best
+        return (f"a {best}-token draft was expected at {rate:.1f} tok/s after a "
+                f"{catchup_s * 1000:.0f} ms catch-up, plain steps {plain:.1f}"), n

@@ -160,14 +160,24 @@ def known_shape(models_dir: Path, path: Path, build: str) -> tuple[float, ...]:
     derived model or as its source, on this llama.cpp `build`; empty where none was timed on
     it (another build's kernels price the batches otherwise) or where it was timed while other
     programs took the CPU (their load's curve, not this machine's)."""
+    return tuple(_timed_curve(models_dir, path, build).get("verify_steps", ()))
+
+
+def known_step_s(models_dir: Path, path: Path, build: str) -> float | None:
+    """The step, in seconds, that `known_shape`'s curve was timed at (None where none was)."""
+    step_ms = _timed_curve(models_dir, path, build).get("step_ms")
+    return None if step_ms is None else step_ms / 1000
+
+
+def _timed_curve(models_dir: Path, path: Path, build: str) -> dict[str, Any]:
     for record in load_derived(models_dir).values():
         if record.cost.get("build") != build:
             continue
         for file, side in ((record.file, "derived"), (record.source_file, "source")):
             timed = record.cost.get(side, {})
             if file == path.name and (timed.get("others_cpu") or 0.0) < BUSY_SHARE:
-                return tuple(timed.get("verify_steps", ()))
-    return ()
+                return timed
+    return {}
 
 
 def quality_text(record: Derived) -> str:

@@ -12,7 +12,7 @@ from support.processes import specchat
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, CatalogModel, resolve_model
 from specchat.catalog.fetch import sha256_file
-from specchat.catalog.layout import Derived, choose_layout, known_shape, save_derived
+from specchat.catalog.layout import Derived, choose_layout, known_shape, known_step_s, save_derived
 from specchat.config import Config
 from specchat.native.llama_tools import installed_build
 
@@ -103,12 +103,14 @@ def test_default_resolves_to_the_optimized_file_and_the_name_to_the_original(
         name=derived.stem, source="tiny", source_file=original.name, source_sha256="",
         source_quant="F32", layout="Q4_0", file=derived.name, size=derived.stat().st_size,
         sha256="", cost={"build": "b1", "source": {"verify_steps": [1.0, 2.0]},
-                         "derived": {"verify_steps": [1.0, 1.5]}}))
+                         "derived": {"verify_steps": [1.0, 1.5], "step_ms": 20.0}}))
     assert resolve_model("default", "target", catalog, config) == derived
     assert resolve_model("tiny", "target", catalog, config) == original
     assert known_shape(models, derived, "b1") == (1.0, 1.5)
     assert known_shape(models, original, "b1") == (1.0, 2.0)
     assert known_shape(models, derived, "b2") == ()  # timed on another build
+    assert known_step_s(models, derived, "b1") == 0.020  # the step the curve was timed at
+    assert known_step_s(models, original, "b1") is None
     derived.unlink()  # a record whose file is gone does not count
     assert resolve_model("default", "target", catalog, config) == original
 

@@ -109,15 +109,24 @@ def test_where_even_drafts_that_always_stood_lose_it_never_drafts_nor_probes():
 
 
 def test_a_draft_that_must_catch_up_does_so_only_where_the_text_looks_predictable():
-    """30 tokens to read first (about 75 ms at a quarter of a pass a token): where the target
-    is unsure of the text the catch-up would not be earned back, where it is sure it would."""
-    for conf, drafts in ((0.2, False), (0.999, True)):
+    """30 tokens to read first (about 75 ms at a quarter of a pass a token): in a code block,
+    where the target is unsure of the text the catch-up would not be earned back, where it is
+    sure it would. In prose whose drafts were never tested, the target's sureness is not
+    taken at its word (PROSE_UNTRIED); once they were, it is."""
+    for kind, conf, drafts in ((CODE, 0.2, False), (CODE, 0.999, True), (TEXT, 0.999, False)):
         costs = warm()
+        costs.writing(kind)
         costs.machine.learn_catchup(M, 0.0025)
         costs.observe(Draft(), 0, 0.0, STEP, 1, [conf] * 10)
         k, plan = k_of(GuardedPolicy(3, costs=costs), behind=30)
-        assert (k == 3) == drafts and plan.declined != drafts
+        assert (k == 3) == drafts and plan.declined != drafts, (kind, conf)
         assert drafts or "catch-up" in plan.why
+    costs = warm()
+    costs.machine.learn_catchup(M, 0.0025)
+    for _ in range(5):  # drafts tested in prose where the target was sure, and they stood
+        costs.observe(Draft(tokens=[0], q=[1.0], source=M), 1, 0.01, 0.04, 2, [0.999] * 2)
+    k, plan = k_of(GuardedPolicy(3, costs=costs), behind=30)
+    assert k == 3, plan.why
 
 
 def test_a_short_draft_whose_rounds_all_stood_tries_k_again():
@@ -238,6 +247,7 @@ def test_a_round_that_drafts_again_after_declined_ones_says_why():
     assert k == 3 and plan.resumed == "the reply turned to code, whose drafts are priced apart"
 
     costs = warm()
+    costs.writing(CODE)
     costs.machine.learn_catchup(M, 0.0025)
     policy = GuardedPolicy(3, costs=costs)
     costs.observe(Draft(), 0, 0.0, STEP, 1, [0.2] * 10)

@@ -91,10 +91,11 @@ def test_anything_else_read_back_changes_nothing(data):
 
 
 def test_a_new_process_declines_to_catch_the_draft_up_where_earlier_replies_saw_it_refused():
-    """Prose where the target was sure and the draft's tokens were refused anyway (the 0.5B in
-    prose): remembered, the next process's first reply does not pay to catch the draft up on
-    such text; with no memory it does, on the priors."""
+    """A code block where the target was sure and the draft's tokens were refused anyway:
+    remembered, the next process's first reply does not pay to catch the draft up on such
+    text; with no memory it does, on the priors."""
     earlier = warm()
+    earlier.writing(CODE)
     for _ in range(30):
         draft = Draft(tokens=[0, 1, 2], q=[1.0] * 3, source=M, uses_passes=True,
                       cost=DraftCost(behind=1, catchup_s=0.04))
@@ -102,6 +103,7 @@ def test_a_new_process_declines_to_catch_the_draft_up_where_earlier_replies_saw_
     data = json.loads(json.dumps(remembered(earlier)))
     for memory, drafts in ((None, True), (data, False)):
         costs = warm()
+        costs.writing(CODE)
         costs.machine.learn_catchup(M, 0.0025)
         if memory is not None:
             assert recall(costs, memory)

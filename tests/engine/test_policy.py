@@ -160,6 +160,19 @@ def test_a_known_shape_prices_the_batch_sizes_not_yet_seen():
     assert costs.machine.verify_s(4) == pytest.approx(0.050)  # what it measured wins
 
 
+def test_where_the_step_is_slower_than_when_the_shape_was_timed_a_batch_costs_what_it_did():
+    """The plain step at 36 ms where the shape was timed at 21: a batch of 4 at the 46 ms it
+    took then, a batch of 2 no less than a step; where the step is faster, both scale."""
+    shape = (1.0, 1.25, 1.91, 2.19)
+    slow = CostModel(MachineCosts(shape=shape, shape_step_s=0.021))
+    slow.observe(Draft(), 0, 0.0, 0.036, 1)
+    assert slow.machine.verify_s(4) == pytest.approx(0.021 * 2.19)
+    assert slow.machine.verify_s(2) == pytest.approx(0.036)
+    fast = CostModel(MachineCosts(shape=shape, shape_step_s=0.021))
+    fast.observe(Draft(), 0, 0.0, 0.018, 1)
+    assert fast.machine.verify_s(4) == pytest.approx(0.018 * 2.19)
+
+
 def test_a_batch_is_padded_only_to_a_size_known_to_cost_less():
     costs = CostModel(MachineCosts(shape=Q4_0_SHAPE))
     assert [costs.machine.batch_for(n) for n in range(1, 10)] == [1, 4, 4, 4, 5, 6, 7, 8, 9]

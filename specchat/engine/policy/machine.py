@@ -30,6 +30,12 @@ class MachineCosts:
     """A verify curve timed before on this machine and model (in steps, n = 1, 2, ...;
     catalog/layout.py): a batch size not seen yet costs the live step times this, so the policy
     knows from its first rounds which batches are cheap."""
+    shape_step_s: float | None = None
+    """The plain step, in seconds, when `shape` was timed. Where the step is slower now, a batch
+    is priced at what it cost then (never below a step): on a 2-core machine the target's
+    plain step ran at 21 or at 27-36 ms from one moment to the next while a batch of 4 took
+    45-48 ms at both, and the shape scaled by the slow step priced drafting out of code's
+    reach (docs/lab/2026-12-07-what-code-can-reach-here.md)."""
     verify_count: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     pass_s: dict[str, float] = field(default_factory=dict)
     """Seconds a drafted token's pass takes, by source (a lookup, for a source without passes):
@@ -83,7 +89,10 @@ class MachineCosts:
         if n in self.verify:
             return self._now(self.verify[n], self.verify_step_then.get(n))
         if n <= len(self.shape):
-            return self.step_s() * self.shape[n - 1]
+            step = self.step_s()
+            if self.shape_step_s is not None and step > self.shape_step_s:
+                return max(step, self.shape_step_s * self.shape[n - 1])
+            return step * self.shape[n - 1]
         curve = VerifyCurve({m: self._now(v, self.verify_step_then.get(m))
                              for m, v in self.verify.items()} or {1: PRIOR_STEP_S})
         cost = curve.cost(n)

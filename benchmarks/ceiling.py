@@ -10,23 +10,13 @@ beside what the reply brought. A goal above the best ceiling cannot be met by an
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
-import sys
 
 from benchmarks import arguments
+from benchmarks.policy_ab import ask_events
 
 CODE = ("Write a Python class LRUCache with get and put in O(1), using a dict and a doubly "
         "linked list, with type hints.")
-
-
-def fixed_reply(prompt: str, k: int, tokens: int) -> list[dict]:
-    """The events of one reply drafted at k tokens a round, as JSON objects."""
-    out = subprocess.run([sys.executable, "-m", "specchat", "ask", prompt, "--json", "--policy",
-                          "fixed", "--k", str(k), "--max-tokens", str(tokens)], check=True,
-                         capture_output=True, text=True).stdout
-    return [json.loads(line) for line in out.splitlines()]
 
 
 def ceiling(events: list[dict], k: int) -> tuple[float, float, float, float, float] | None:
@@ -54,7 +44,8 @@ def main() -> None:
     best: dict[int, list[float]] = {k: [] for k in lengths}
     for rep in range(args.repeats):
         for k in lengths[rep % len(lengths):] + lengths[:rep % len(lengths)]:
-            found = ceiling(fixed_reply(args.prompt, k, args.tokens), k)
+            found = ceiling(ask_events(args.prompt, ["--policy", "fixed", "--k", str(k),
+                                                     "--max-tokens", str(args.tokens)]), k)
             if found is None:
                 print(f"k={k}: no round of {k} or no target-only step timed", flush=True)
                 continue

@@ -45,17 +45,23 @@ def tree_at(revision: str, folder: Path) -> Path:
     return folder
 
 
-def ask(root: Path, prompt: Prompt, args: list[str], data: Path | None = None) -> dict:
-    """The turn line of one `specchat ask --json` run by the specchat in `root`, its history
-    (and the memory beside it) in the folder `data`, or in a new empty one."""
-    with tempfile.TemporaryDirectory(prefix="policy_ab-data-") as empty:
+def ask_events(text: str, args: list[str], root: Path = ROOT, data: Path | None = None
+               ) -> list[dict]:
+    """The events of one `specchat ask --json` run by the specchat in `root`, its history (and
+    the memory beside it) in the folder `data`, or in a new empty one: never the user's."""
+    with tempfile.TemporaryDirectory(prefix="specchat-ask-data-") as empty:
         history = Path(data or empty) / "history.sqlite3"
         env = os.environ | {"PYTHONPATH": str(root), HISTORY_ENV: str(history)}
-        done = subprocess.run([sys.executable, "-m", "specchat", "ask", prompt.text, "--json",
-                               *args], cwd=root, env=env, capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-m", "specchat", "ask", text, "--json", *args],
+                              cwd=root, env=env, capture_output=True, text=True)
     if done.returncode:
-        raise SystemExit(f"policy_ab: ask at {root} failed: {done.stderr[-2000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
+        raise SystemExit(f"ask at {root} failed: {done.stderr[-2000:]}")
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def ask(root: Path, prompt: Prompt, args: list[str], data: Path | None = None) -> dict:
+    """The turn line of `ask_events`."""
+    return ask_events(prompt.text, args, root, data)[-1]
 
 
 def main() -> None:

@@ -25,11 +25,8 @@ not counted (the policy's first reply in a process starts from nothing measured)
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -37,7 +34,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from benchmarks import arguments
-from specchat.chat.history import HISTORY_ENV, HistoryStore
+from benchmarks.policy_ab import ask_events
+from specchat.chat.history import HistoryStore
 from specchat.chat.state import ChatState
 from specchat.engine.events import TurnCounts, TurnEvent
 from specchat.engine.loop import GenerationSettings
@@ -54,11 +52,7 @@ PROMPT = "Write a Python function that parses an ISO 8601 date string, with a do
 
 def ask_rate(prompt: str, tokens: int, k: int) -> tuple[float, int]:
     """`ask`'s decode rate, and the tokens its reply ran."""
-    history = Path(tempfile.mkdtemp()) / "history.sqlite3"
-    out = subprocess.run([sys.executable, "-m", "specchat", "ask", prompt, "--json", "--k", str(k),
-                          "--max-tokens", str(tokens)], check=True, capture_output=True,
-                         text=True, env=os.environ | {HISTORY_ENV: str(history)}).stdout
-    turn = json.loads(out.splitlines()[-1])
+    turn = ask_events(prompt, ["--k", str(k), "--max-tokens", str(tokens)])[-1]
     return turn["tokens_per_second"], turn["n_tokens"]
 
 

@@ -51,6 +51,11 @@ class Acceptance:
         fitted = monotone(self.by_target_conf.get(reply.where(source)) or conf_rates())
         return min(rate.optimistic if optimistic else rate.mean for rate in fitted[at:])
 
+    def tested(self, where: Where) -> bool:
+        """Whether any of a source's tokens were tested in this kind of text (else what the
+        target's confidence predicts there is its prior alone)."""
+        return where in self.by_target_conf
+
     def confidence_rate(self, source: str, conf: float) -> float:
         bins = self.by_confidence.get(source)
         return min(conf, PRIOR_ACCEPT + 0.3) if bins is None else bins[conf_bin(conf)].mean

@@ -256,7 +256,7 @@ class GuardedPolicy(FixedPolicy):
         if guess is None:
             return "the text did not look predictable enough yet to catch the draft up", n
         code = costs.reply.kind == CODE
-        if not code and costs.reply.where(source) not in costs.acceptance.by_target_conf:
+        if not code and not costs.acceptance.tested(costs.reply.where(source)):
             guess = min(guess, PROSE_UNTRIED)
         rate, best = max((expected_tokens([guess] * m)
                           / machine.round_s(source, m, uses_passes, steady), m)

@@ -12,6 +12,7 @@ from specchat.engine.policy import CostModel, GuardedPolicy
 from specchat.engine.policy.base import Seen
 from specchat.engine.policy.guarded import STOOD_WINDOWS
 from specchat.engine.policy.rates import RECENT_ROUNDS
+from specchat.engine.policy.reply import SURE_AT, SURE_RUN, ReplyState
 from specchat.engine.policy.schedule import PROBE_EVERY, PROBE_FIRST, PROBE_WHY
 from specchat.engine.text_kind import CODE, TEXT
 from specchat.engine.types import Draft, DraftCost
@@ -112,21 +113,44 @@ def test_a_draft_that_must_catch_up_does_so_only_where_the_text_looks_predictabl
     """30 tokens to read first (about 75 ms at a quarter of a pass a token): in a code block,
     where the target is unsure of the text the catch-up would not be earned back, where it is
     sure it would. In prose whose drafts were never tested, the target's sureness is not
-    taken at its word (PROSE_UNTRIED); once they were, it is."""
-    for kind, conf, drafts in ((CODE, 0.2, False), (CODE, 0.999, True), (TEXT, 0.999, False)):
+    taken at its word (PROSE_UNTRIED) until it has stayed sure for `SURE_RUN` positions (a
+    list); once drafts were tested there, it is."""
+    for kind, conf, positions, drafts in ((CODE, 0.2, 10, False), (CODE, 0.999, 10, True),
+                                          (TEXT, 0.999, SURE_RUN - 1, False),
+                                          (TEXT, 0.999, SURE_RUN, True)):
         costs = warm()
         costs.writing(kind)
         costs.machine.learn_catchup(M, 0.0025)
-        costs.observe(Draft(), 0, 0.0, STEP, 1, [conf] * 10)
+        sure = costs.reply.sure_run  # warm() saw the target sure of its first tokens
+        costs.observe(Draft(), 0, 0.0, STEP, 1, [conf] * (positions - sure))
         k, plan = k_of(GuardedPolicy(3, costs=costs), behind=30)
-        assert (k == 3) == drafts and plan.declined != drafts, (kind, conf)
+        assert (k == 3) == drafts and plan.declined != drafts, (kind, conf, positions)
         assert drafts or "catch-up" in plan.why
     costs = warm()
     costs.machine.learn_catchup(M, 0.0025)
     for _ in range(5):  # drafts tested in prose where the target was sure, and they stood
         costs.observe(Draft(tokens=[0], q=[1.0], source=M), 1, 0.01, 0.04, 2, [0.999] * 2)
+    costs.observe(Draft(), 0, 0.0, STEP, 1, [0.5])  # sure no longer: tested drafts decide
+    costs.observe(Draft(), 0, 0.0, STEP, 1, [0.999] * 3)
     k, plan = k_of(GuardedPolicy(3, costs=costs), behind=30)
     assert k == 3, plan.why
+
+
+def test_the_target_stays_sure_only_over_positions_in_a_row():
+    """A run of sure positions broken by an unsure one starts again, from where the running
+    confidence is back at `SURE_AT`."""
+    reply = ReplyState()
+    reply.move_confidence([0.999] * (SURE_RUN - 1))
+    assert not reply.stayed_sure
+    reply.move_confidence([0.0])
+    assert reply.sure_run == 0
+    sure = 0
+    for _ in range(4 * SURE_RUN):
+        reply.move_confidence([0.999])
+        sure += reply.target_conf is not None and reply.target_conf >= SURE_AT
+        if reply.stayed_sure:
+            break
+    assert reply.stayed_sure and sure == SURE_RUN
 
 
 def test_a_short_draft_whose_rounds_all_stood_tries_k_again():
@@ -152,11 +176,11 @@ def test_in_a_code_block_a_catch_up_drafts_the_length_that_earns_it_back():
     2-core AVX-512 machine's costs), an 84 ms catch-up, the reply ending within 40 tokens:
     3-token drafts would not earn the catch-up back, 1-token drafts would, and in a code block
     the catch-up's round drafts 1; in prose, where the target's confidence promises more than
-    the draft keeps, it is priced at k and declined."""
+    the draft keeps (and the target has not stayed sure long), it is priced at k and declined."""
     for kind, k in ((CODE, 1), (TEXT, 0)):
         costs = CostModel()
         costs.writing(kind)
-        costs.observe(Draft(), 0, 0.0, STEP, 1, [0.999] * 10)
+        costs.observe(Draft(), 0, 0.0, STEP, 1, [0.999] * (SURE_RUN - 1))
         for n, steps in ((2, 1.25), (4, 2.19)):
             costs.observe(Draft(tokens=[0] * (n - 1)), 0, 0.0, STEP * steps, n)
         costs.machine.learn_pass(M, 0.43 * STEP)

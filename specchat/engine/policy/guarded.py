@@ -25,7 +25,7 @@ from specchat.engine.policy.cost_model import CostModel
 from specchat.engine.policy.fixed import FixedPolicy, _FixedPlan
 from specchat.engine.policy.kind import PolicyKind
 from specchat.engine.policy.rates import PRIOR_ACCEPT, Recent, expected_tokens
-from specchat.engine.policy.reply import Where
+from specchat.engine.policy.reply import SURE_AT, Where
 from specchat.engine.policy.schedule import PROBE_WHY, ProbeSchedule
 from specchat.engine.text_kind import CODE
 from specchat.engine.types import Draft, Plan
@@ -39,13 +39,14 @@ is drafted, and two unlucky k-token rounds where a code block opened kept k away
 of a reply (docs/lab/2026-12-07-k-back-after-short-drafts-stood.md)."""
 PROSE_UNTRIED = PRIOR_ACCEPT
 """Before a source's tokens were tested in prose, a catch-up there is priced at no more than
-this acceptance, whatever the target's confidence: in prose the 0.5B draft's tokens stood
+this acceptance, whatever the target's confidence, until the target has stayed sure of the
+text (`ReplyState.stayed_sure`: a list is not prose): in prose the 0.5B draft's tokens stood
 0.53-0.71 of the time and 0.39 where the target was 98% sure (text_kind.py), and catch-ups
 priced at that confidence lost short prose replies
 (docs/lab/2026-12-07-what-code-can-reach-here.md)."""
-SURE_RISE, SURE_AT = 0.15, 0.9
+SURE_RISE = 0.15
 """Where drafting stopped, a probe comes at once when the target's running confidence rose by
-0.15 since, to at least 0.9: the text grew predictable."""
+0.15 since, to at least `SURE_AT`: the text grew predictable."""
 
 
 @dataclass
@@ -256,7 +257,8 @@ class GuardedPolicy(FixedPolicy):
         if guess is None:
             return "the text did not look predictable enough yet to catch the draft up", n
         code = costs.reply.kind == CODE
-        if not code and not costs.acceptance.tested(costs.reply.where(source)):
+        if not (code or costs.reply.stayed_sure
+                or costs.acceptance.tested(costs.reply.where(source))):
             guess = min(guess, PROSE_UNTRIED)
         rate, best = max((expected_tokens([guess] * m)
                           / machine.round_s(source, m, uses_passes, steady), m)

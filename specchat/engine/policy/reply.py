@@ -19,6 +19,11 @@ TARGET_CONF_EMA, TARGET_CONF_MIN = 0.3, 3
 """The target's running confidence (its top probability at each committed position) weighs
 each new position 0.3, so it follows the last few tokens; it counts once 3 positions of the
 reply are in it (the prompt's last row and two steps)."""
+SURE_AT, SURE_RUN = 0.9, 8
+"""The target is sure of the text where its running confidence stands at 0.9 or more, and has
+stayed sure where it did so 8 positions in a row: every list and both domain replies of the
+suite did within their first 11-33 positions, one of fourteen prose replies did, at its 126th
+(docs/lab/2026-12-07-a-list-is-not-prose.md)."""
 
 
 class Where(NamedTuple):
@@ -39,6 +44,9 @@ class ReplyState:
     position (None until the reply's first row)."""
     target_conf_n: int = 0
     """Positions of this reply in `target_conf`."""
+    sure_run: int = 0
+    """Positions in a row, up to now, at which the running confidence stood at `SURE_AT` or
+    more."""
     realized: dict[tuple[Where, int], Yield] = field(default_factory=dict)
     """Tokens a second each source's drafting rounds brought in this reply (a catch-up on
     missed tokens left out: it is paid once), by where and by the bin of the running
@@ -61,12 +69,19 @@ class ReplyState:
         """The running confidence has seen enough of the reply to predict by."""
         return self.target_conf is not None and self.target_conf_n >= TARGET_CONF_MIN
 
+    @property
+    def stayed_sure(self) -> bool:
+        """The target has been sure of the text for `SURE_RUN` positions in a row (a list, a
+        table: text the draft keeps up with, unlike prose)."""
+        return self.sure_run >= SURE_RUN
+
     def move_confidence(self, confs: Sequence[float]) -> None:
         """Move the running confidence on by a round's committed positions."""
         for conf in confs:
             old = self.target_conf
             self.target_conf = conf if old is None else old + TARGET_CONF_EMA * (conf - old)
             self.target_conf_n += 1
+            self.sure_run = self.sure_run + 1 if self.target_conf >= SURE_AT else 0
 
     def realized_here(self, source: str) -> Yield | None:
         """What `source`'s rounds brought at the present running confidence."""

@@ -7,6 +7,7 @@ import csv
 import json
 import statistics
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -111,6 +112,15 @@ def test_bench_writes_json_csv_and_the_chart(tiny, tmp_path):
     assert len(lines) == 2 * 2  # speedup and acceptance for each drafter's fixed-k series
     assert "speedup over target-only" in proc.stdout and "tiny-draft adaptive k<=4" in proc.stdout
     assert "…" not in proc.stdout  # a pipe gets whole cells, not rich's 80 columns cut short
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).parents[2].glob("benchmarks/prompts/*.toml")),
+                         ids=lambda path: path.name)
+def test_the_prompt_files_the_guides_name_load(path):
+    """`--prompts benchmarks/prompts/<file>` in the guides and lab entries loads, with prompts
+    of distinct names in each category."""
+    prompts = load_prompts(path)
+    assert prompts and len({(p.category, p.name) for p in prompts}) == len(prompts)
 
 
 def test_bad_prompt_files_and_categories_are_clear_errors(tmp_path):

@@ -21,9 +21,9 @@ each new position 0.3, so it follows the last few tokens; it counts once 3 posit
 reply are in it (the prompt's last row and two steps)."""
 SURE_AT, SURE_RUN = 0.9, 8
 """The target is sure of the text where its running confidence stands at 0.9 or more, and has
-stayed sure where it did so 8 positions in a row: every list and both domain replies of the
-suite did within their first 11-33 positions, one of fourteen prose replies did, at its 126th
-(docs/lab/2026-12-07-a-list-is-not-prose.md)."""
+stayed sure where it did so 8 positions in a row: four lists did by their 12th-34th positions
+and the suite's domain replies by their 17th and 127th; one of twelve prose replies did, by its
+127th (docs/lab/2026-12-07-a-list-is-not-prose.md)."""
 
 
 class Where(NamedTuple):

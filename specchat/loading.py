@@ -15,7 +15,7 @@ import numpy as np
 
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, models_dir, resolve_model
-from specchat.catalog.layout import known_shape, known_step_s
+from specchat.catalog.layout import known_curve, known_shape
 from specchat.chat.state import Session
 from specchat.choices import DraftChoice
 from specchat.cpu import CpuWatch
@@ -249,11 +249,10 @@ def speculative_engine(target: Backend, drafter: Drafter, sampling: SamplingPara
     """An engine that watches this machine's CPU around each turn (specchat/cpu.py: the
     threads the free cores allow, the share other programs used), and whose policy starts
     from the verify curve timed for this target file, where `specchat models optimize` timed
-    one (catalog/layout.py: `known_shape`)."""
+    one (catalog/layout.py: `known_curve`)."""
     engine = SpeculativeEngine(target, drafter, sampling, draft_settings, rng)
     machine = engine.policy.costs.machine
-    machine.shape = known_shape(models_dir(), target.path, installed_build())
-    machine.shape_step_s = known_step_s(models_dir(), target.path, installed_build())
+    machine.shape, machine.shape_step_s = known_curve(models_dir(), target.path, installed_build())
     engine.watch = CpuWatch()
     return engine
 

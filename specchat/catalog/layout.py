@@ -22,7 +22,7 @@ import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import tomli_w
 
@@ -155,29 +155,36 @@ def derived_of(models_dir: Path, source: str) -> Derived | None:
     return None
 
 
-def known_shape(models_dir: Path, path: Path, build: str) -> tuple[float, ...]:
-    """The verify curve (in steps) `specchat models optimize` timed for this file, as the
-    derived model or as its source, on this llama.cpp `build`; empty where none was timed on
-    it (another build's kernels price the batches otherwise) or where it was timed while other
-    programs took the CPU (their load's curve, not this machine's)."""
-    return tuple(_timed_curve(models_dir, path, build).get("verify_steps", ()))
+class TimedCurve(NamedTuple):
+    """The verify curve `specchat models optimize` timed for a file, and the step it was timed
+    at."""
+
+    shape: tuple[float, ...] = ()
+    """Each batch size's cost in plain steps (n = 1, 2, ...)."""
+    step_s: float | None = None
+    """The plain step, in seconds, when it was timed."""
 
 
-def known_step_s(models_dir: Path, path: Path, build: str) -> float | None:
-    """The step, in seconds, that `known_shape`'s curve was timed at (None where none was)."""
-    step_ms = _timed_curve(models_dir, path, build).get("step_ms")
-    return None if step_ms is None else step_ms / 1000
-
-
-def _timed_curve(models_dir: Path, path: Path, build: str) -> dict[str, Any]:
+def known_curve(models_dir: Path, path: Path, build: str) -> TimedCurve:
+    """The curve timed for this file, as the derived model or as its source, on this llama.cpp
+    `build`; empty where none was timed on it (another build's kernels price the batches
+    otherwise) or where it was timed while other programs took the CPU (their load's curve, not
+    this machine's)."""
     for record in load_derived(models_dir).values():
         if record.cost.get("build") != build:
             continue
         for file, side in ((record.file, "derived"), (record.source_file, "source")):
             timed = record.cost.get(side, {})
             if file == path.name and (timed.get("others_cpu") or 0.0) < BUSY_SHARE:
-                return timed
-    return {}
+                step_ms = timed.get("step_ms")
+                return TimedCurve(tuple(timed.get("verify_steps", ())),
+                                  None if step_ms is None else step_ms / 1000)
+    return TimedCurve()
+
+
+def known_shape(models_dir: Path, path: Path, build: str) -> tuple[float, ...]:
+    """`known_curve`'s shape alone."""
+    return known_curve(models_dir, path, build).shape
 
 
 def quality_text(record: Derived) -> str:

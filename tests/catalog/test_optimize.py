@@ -12,7 +12,7 @@ from support.processes import specchat
 from specchat.catalog import compat
 from specchat.catalog.catalog import Catalog, CatalogModel, resolve_model
 from specchat.catalog.fetch import sha256_file
-from specchat.catalog.layout import Derived, choose_layout, known_shape, known_step_s, save_derived
+from specchat.catalog.layout import Derived, choose_layout, known_curve, known_shape, save_derived
 from specchat.config import Config
 from specchat.native.llama_tools import installed_build
 
@@ -109,8 +109,8 @@ def test_default_resolves_to_the_optimized_file_and_the_name_to_the_original(
     assert known_shape(models, derived, "b1") == (1.0, 1.5)
     assert known_shape(models, original, "b1") == (1.0, 2.0)
     assert known_shape(models, derived, "b2") == ()  # timed on another build
-    assert known_step_s(models, derived, "b1") == 0.020  # the step the curve was timed at
-    assert known_step_s(models, original, "b1") is None
+    assert known_curve(models, derived, "b1").step_s == 0.020  # the step the curve was timed at
+    assert known_curve(models, original, "b1").step_s is None
     derived.unlink()  # a record whose file is gone does not count
     assert resolve_model("default", "target", catalog, config) == original
 

@@ -40,7 +40,7 @@ from specchat.chat.state import ChatState
 from specchat.engine.events import TurnCounts, TurnEvent
 from specchat.engine.loop import GenerationSettings
 from specchat.native import model_thread
-from specchat.settings import DraftOptions, SamplingOptions, Settings
+from specchat.settings import POLICIES, DraftOptions, SamplingOptions, Settings
 from specchat.ui.app import SpecchatApp
 from specchat.ui.launch import Launch
 from specchat.ui.widgets.prompt_input import PromptInput
@@ -50,18 +50,19 @@ T = TypeVar("T")
 PROMPT = "Write a Python function that parses an ISO 8601 date string, with a docstring."
 
 
-def ask_rate(prompt: str, tokens: int, k: int) -> tuple[float, int]:
+def ask_rate(prompt: str, tokens: int, draft: DraftOptions) -> tuple[float, int]:
     """`ask`'s decode rate, and the tokens its reply ran."""
-    turn = ask_events(prompt, ["--k", str(k), "--max-tokens", str(tokens)])[-1]
+    turn = ask_events(prompt, ["--k", str(draft.k), "--policy", draft.policy,
+                               "--max-tokens", str(tokens)])[-1]
     return turn["tokens_per_second"], turn["n_tokens"]
 
 
-def in_app(tokens: int, k: int, run: Callable[[Any, Settings], Awaitable[T]]) -> T:
+def in_app(tokens: int, draft: DraftOptions, run: Callable[[Any, Settings], Awaitable[T]]) -> T:
     """What `run(pilot, settings)` returns, in a headless app (Pilot: it lays out and renders
     every update, just not to a real terminal) with a history of its own, once its models are
     loaded."""
     scratch = tempfile.mkdtemp()  # keep bench chats out of the user's history
-    settings = Settings(draft=DraftOptions(k=k), sampling=SamplingOptions(max_tokens=tokens))
+    settings = Settings(draft=draft, sampling=SamplingOptions(max_tokens=tokens))
     app = SpecchatApp(settings, Launch(warm_up=False),
                       HistoryStore(Path(scratch) / "history.sqlite3"))
 
@@ -75,10 +76,10 @@ def in_app(tokens: int, k: int, run: Callable[[Any, Settings], Awaitable[T]]) ->
     return asyncio.run(main())
 
 
-def tui_rate(prompt: str, tokens: int, k: int) -> tuple[float, int, float]:
+def tui_rate(prompt: str, tokens: int, draft: DraftOptions) -> tuple[float, int, float]:
     """The app's decode rate, the tokens its reply ran, and the CPU seconds its UI thread used
     a second of the reply."""
-    counts, ui_share = in_app(tokens, k, lambda pilot, _settings: app_turn(pilot, prompt))
+    counts, ui_share = in_app(tokens, draft, lambda pilot, _settings: app_turn(pilot, prompt))
     return counts.tokens_per_second or 0.0, counts.n_tokens, ui_share
 
 
@@ -116,7 +117,7 @@ def bare_turn(chat: ChatState, prompt: str, generation: GenerationSettings) -> T
     return model_thread.call(run).counts  # the UI's loop waits here: nothing is drawn meanwhile
 
 
-def one_process(prompt: str, tokens: int, k: int,
+def one_process(prompt: str, tokens: int, draft: DraftOptions,
                 repeats: int) -> list[tuple[TurnCounts, float, TurnCounts]]:
     """Each repeat's (the app's counts, its UI share, the no-UI reply's counts), in one app
     process."""
@@ -133,7 +134,7 @@ def one_process(prompt: str, tokens: int, k: int,
             rows.append((tui, ui_share, bare))
         return rows
 
-    return in_app(tokens, k, run)
+    return in_app(tokens, draft, run)
 
 
 Row = tuple[str, float, str, float, str, float]
@@ -145,24 +146,31 @@ def process_rows(args: Any) -> Iterator[Row]:
     """`ask` and the app, each a process of its own."""
     for r in range(args.repeats):
         if r % 2:
-            tui, tui_n, ui_share = tui_rate(args.prompt, args.tokens, args.k)
-        ask, ask_n = ask_rate(args.prompt, args.tokens, args.k)
+            tui, tui_n, ui_share = tui_rate(args.prompt, args.tokens, draft(args))
+        ask, ask_n = ask_rate(args.prompt, args.tokens, draft(args))
         if not r % 2:
-            tui, tui_n, ui_share = tui_rate(args.prompt, args.tokens, args.k)
+            tui, tui_n, ui_share = tui_rate(args.prompt, args.tokens, draft(args))
         yield "ask", ask, f"{ask_n} tokens", tui, f"{tui_n} tokens", ui_share
 
 
 def one_process_rows(args: Any) -> Iterator[Row]:
     """The app and the same reply with no UI drawing, in one process."""
-    for tui, ui_share, bare in one_process(args.prompt, args.tokens, args.k, args.repeats):
+    for tui, ui_share, bare in one_process(args.prompt, args.tokens, draft(args), args.repeats):
         yield ("no UI", bare.tokens_per_second or 0.0, work(bare), tui.tokens_per_second or 0.0,
                work(tui), ui_share)
+
+
+def draft(args: Any) -> DraftOptions:
+    return DraftOptions(k=args.k, policy=args.policy)
 
 
 def main() -> int:
     ap = arguments.parser(__doc__, None, repeats=3, tokens=96, k=3)
     ap.add_argument("--prompt", default=PROMPT, help="the message (default: a code request; "
                     "for a reply that runs to --tokens, ask for a long list)")
+    ap.add_argument("--policy", choices=POLICIES, default=DraftOptions().policy,
+                    help="the draft policy of both arms (default: %(default)s; fixed: both do the "
+                    "same work, so the ratio is the UI's own cost)")
     ap.add_argument("--one-process", action="store_true", help="both arms in one app process: "
                     "the app's reply against the same reply with no UI drawing")
     args = ap.parse_args()

@@ -10,16 +10,13 @@ from textual.message import Message
 from specchat.chat.state import Session
 from specchat.costs import Costs
 from specchat.engine.drafters import Drafter
-from specchat.engine.events import Event
 from specchat.engine.loop import SpeculativeEngine
 from specchat.trace import Lane
 
 
-@dataclass
-class EventBatch(Message):
-    """The events of one round (or the final turn summary), from a turn or a replay."""
-
-    events: list[Event]
+class EventsWaiting(Message):
+    """A turn's events wait in its mailbox (`EventMailbox`) that are drawn now, not at the next
+    redraw: the turn's end, or a round in step-through."""
 
 
 @dataclass

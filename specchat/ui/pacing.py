@@ -1,10 +1,12 @@
-"""How a turn's events reach the screen: cut into one batch a round, and held after each round
-in step-through mode. No Textual in it: the worker thread and the UI thread share it."""
+"""How a turn's events reach the screen: cut into one batch a round, left in a mailbox that the
+UI empties at its redraw, and held after each round in step-through mode. No Textual in it: the
+worker thread and the UI thread share it."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 
 from specchat.engine.events import Event, RoundEvent, TurnEvent
@@ -54,6 +56,26 @@ class StepGate:
             self._held.clear()
         self._next.clear()
         return time.monotonic() - paused
+
+
+class EventMailbox:
+    """The rounds' events the UI has not taken yet. The worker puts each round's batch here and
+    the UI takes them all when it redraws: a message a round woke the UI thread forty times a
+    second on a list, on the CPU llama.cpp would have had, for nothing drawn before the
+    redraw. Only the worker puts and only the UI thread takes."""
+
+    def __init__(self) -> None:
+        self._batches: deque[list[Event]] = deque()
+
+    def put(self, batch: list[Event]) -> None:
+        self._batches.append(batch)
+
+    def take(self) -> list[list[Event]]:
+        """Every batch put since the last take, oldest first."""
+        taken = []
+        while self._batches:
+            taken.append(self._batches.popleft())
+        return taken
 
 
 def round_batches(events: Iterable[Event]) -> Iterator[list[Event]]:

@@ -13,7 +13,6 @@ from textual.content import Content
 from specchat.engine.events import TokenEvent, TokenKind
 from specchat.ui.chat.chat_screen import redraw_every_s
 from specchat.ui.widgets.live_reply import (
-    GROW_LINES,
     SETTLE_LINES,
     LiveReply,
     Piece,
@@ -90,14 +89,14 @@ def test_a_long_reply_settles_its_lines_grows_in_steps_and_toggles_whole():
                                   token(TokenKind.CORRECTED, "\n")])
                 reply.refresh_content()
                 await pilot.pause()
-                assert reply.size.height % GROW_LINES == 0  # room taken in steps
+                assert reply.size.height % SETTLE_LINES == 0  # room taken in steps
                 assert reply.size.height >= n + 2  # the lines so far and the one growing
                 if settled and len(reply.children) - 1 == settled:
                     # once lines settled, the reply takes room only where more settle
                     assert reply.size.height == height
                 relaid += reply.size.height != height
             assert len(reply.children) == 4  # three settled widgets and the tail
-            assert relaid == SETTLE_LINES // GROW_LINES + 3  # steps to the first settle, one a settle
+            assert relaid == 1 + 3  # the first step, then one a settle
             expected = "".join(f"line {n} no\n" for n in range(lines))
             assert reply.drawn == expected
             reply.show_rejected = False

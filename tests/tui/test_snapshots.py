@@ -11,7 +11,6 @@ from support.pilot import SIZE, THEMES, ready, until
 from specchat.costs import Costs, MeasuredTurn
 from specchat.engine.events import RoundEvent, TokenEvent, TokenKind
 from specchat.engine.stats import TurnStats
-from specchat.ui.messages import EventBatch
 from specchat.ui.screens.model_menu import ModelMenu
 
 A, R, C, B, T = (TokenKind.ACCEPTED, TokenKind.REJECTED, TokenKind.CORRECTED, TokenKind.BONUS,
@@ -68,7 +67,7 @@ def test_chat_screen_with_every_kind_of_token(snap_compare, app, theme):
         await pilot.pause()
         app.chat_screen.begin_reply("What is speculative decoding?")
         for batch in fixed_stream():
-            app.chat_screen.post_message(EventBatch(batch))
+            app.chat_screen.turns.hand_over(batch)
         await until(pilot, lambda: app.chat_screen.transcript.last_turn is not None)
         await pilot.wait_for_scheduled_animations()
         await pilot.pause(0.1)

@@ -15,6 +15,7 @@ from specchat.errors import SpecchatError
 from specchat.trace import read_trace
 from specchat.ui.app import SpecchatApp
 from specchat.ui.launch import Launch
+from specchat.ui.messages import EventsWaiting
 from specchat.ui.widgets.live_reply import LiveReply
 from specchat.ui.widgets.stats_panel import StatsPanel
 
@@ -68,6 +69,47 @@ def test_replay_reproduces_the_transcript_and_the_stats_with_no_model(recorded, 
             assert bool(lost_branches(reply.drawn_pieces())) is trees and ("tree: a round" in panel) is trees
     asyncio.run(scenario())
     assert app.history.conversations() == []  # a replay is not saved as a conversation
+
+
+def woken_by(app: SpecchatApp, step: bool) -> list[int]:
+    """How many times the screen was asked to draw at once (`EventsWaiting`): once each of the
+    turn's first rounds was drawn in step-through, and by the turn's end."""
+    woken: list[EventsWaiting] = []
+    counts: list[int] = []
+
+    def hook(message) -> None:
+        if isinstance(message, EventsWaiting) and all(message is not m for m in woken):
+            woken.append(message)  # once, not at each node it bubbles through
+
+    async def scenario():
+        async with app.run_test(size=SIZE, message_hook=hook) as pilot:
+            screen = app.chat_screen
+            for n in range(1, 4 if step else 1):
+                await until(pilot, lambda n=n: screen.transcript.stats.rounds == n)
+                counts.append(len(woken))  # drawn: asked for at once, or by a redraw
+                screen.action_next_round()
+            screen.turns.gate.switch(False)
+            await until(pilot, lambda: screen.transcript.last_turn is not None)
+            await pilot.pause()
+            assert screen.transcript.stats.rounds == screen.transcript.last_turn.counts.rounds
+            counts.append(len(woken))
+
+    asyncio.run(scenario())
+    return counts
+
+
+def test_a_turn_wakes_the_screen_once_not_once_a_round(recorded, tmp_path):
+    """The rounds wait in the turn's mailbox for the screen's redraw; only the turn's end asks
+    to be drawn at once (a message a round took the UI thread from llama.cpp's threads), and
+    in step-through each held round."""
+    def app(step: bool) -> SpecchatApp:
+        return SpecchatApp(None, Launch(replay=recorded, replay_speed=50.0, step=step),
+                           HistoryStore(tmp_path / f"{step}.sqlite3"),
+                           Config(tmp_path / f"{step}.toml"))
+
+    assert recorded.events[-1].counts.rounds > 3
+    assert woken_by(app(step=False), step=False) == [1]
+    assert woken_by(app(step=True), step=True)[:3] == [1, 2, 3]
 
 
 def test_a_file_that_is_not_a_trace_is_a_clear_error(tmp_path):

@@ -20,7 +20,7 @@ from specchat.chat.history import HistoryStore
 from specchat.chat.state import ChatState
 from specchat.choices import ModelRole
 from specchat.cpu import physical_cores
-from specchat.engine.events import ContextEvent, TurnEvent
+from specchat.engine.events import ContextEvent, Event, TurnEvent
 from specchat.keeper import ModelKeeper
 from specchat.lesson.demos import DEMOS
 from specchat.lesson.follow import LessonSync
@@ -33,7 +33,7 @@ from specchat.ui.chat.model_loading import ModelLoader
 from specchat.ui.chat.palette import draft_commands
 from specchat.ui.chat.turn_runner import TurnRunner
 from specchat.ui.launch import Launch
-from specchat.ui.messages import ChatStarted, EventBatch, StatusLine, WorkerFailed
+from specchat.ui.messages import ChatStarted, EventsWaiting, StatusLine, WorkerFailed
 from specchat.ui.screens.costs_screen import K_MAX, CostsScreen
 from specchat.ui.screens.history_screen import HistoryScreen
 from specchat.ui.screens.lesson_screen import LessonScreen
@@ -155,6 +155,7 @@ class ChatScreen(Screen):
         self.set_status(f"{message.where} · Enter sends, Ctrl+J newline, Esc stops")
 
     def on_worker_failed(self, message: WorkerFailed) -> None:
+        self.take_events()  # what the turn wrote before it failed
         if self.chat is None and self.launch.lesson is not None:
             self.lessons.failed = message.error  # the lesson goes on with the shipped traces
         if message.message is not None:
@@ -197,10 +198,18 @@ class ChatScreen(Screen):
         self.begin_reply(trace.prompt)
         self.turns.replay(trace, speed)
 
-    def on_event_batch(self, message: EventBatch) -> None:
+    def on_events_waiting(self, _message: EventsWaiting) -> None:
+        self.take_events()
+
+    def take_events(self) -> None:
+        """Take the rounds' events waiting in the turn's mailbox, one round at a time."""
+        for batch in self.turns.mailbox.take():
+            self.take_round(batch)
+
+    def take_round(self, events: list[Event]) -> None:
         """Draw a round's events, save them (the conversation) and say what happened."""
-        self.view.draw(message.events, self.turns.gate.on, self.draft_name)
-        for event in message.events:
+        self.view.draw(events, self.turns.gate.on, self.draft_name)
+        for event in events:
             if self.chat is not None:
                 self.chat.record(event)
             if isinstance(event, ContextEvent):
@@ -212,6 +221,7 @@ class ChatScreen(Screen):
                                 + slower_why(event) + drafting_words(event))
 
     def redraw(self) -> None:
+        self.take_events()
         self.view.redraw(self.draft_name if self.busy else None)
 
     # -- actions ----------------------------------------------------------------------------

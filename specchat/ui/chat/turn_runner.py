@@ -1,7 +1,8 @@
 """The chat screen's turn part: the thread workers that generate a reply, play a recorded turn
 back at its pace, or race target-only against the drafter, and the cancel flag and step gate
-they obey. What they make reaches the screen as messages (EventBatch, StatusLine, WorkerFailed)
-that bubble up to it; this part never touches the screen's widgets. A finished race opens the
+they obey. A turn's events wait in its mailbox for the screen's redraw; what cannot wait reaches the
+screen as messages (EventsWaiting, StatusLine, WorkerFailed) that bubble up to it; this part
+never touches the screen's widgets. A finished race opens the
 race screen."""
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ from textual import work
 from textual.widget import Widget
 
 from specchat.chat.state import ChatState
-from specchat.engine.events import RoundEvent, StopReason, TurnEvent
+from specchat.engine.events import Event, RoundEvent, StopReason, TurnEvent
 from specchat.engine.loop import GenerationSettings, SpeculativeEngine
 from specchat.errors import SpecchatError
 from specchat.keeper import ModelKeeper
 from specchat.native import model_thread
 from specchat.trace import Trace
-from specchat.ui.messages import EventBatch, RaceReady, StatusLine, WorkerFailed
-from specchat.ui.pacing import StepGate, round_batches
+from specchat.ui.messages import EventsWaiting, RaceReady, StatusLine, WorkerFailed
+from specchat.ui.pacing import EventMailbox, StepGate, round_batches
 from specchat.ui.screens.race_screen import RaceScreen
 
 
@@ -72,6 +73,8 @@ class TurnRunner(Widget):
         """How fast a race plays back (--speed)."""
         self.cancel = threading.Event()
         self.gate = StepGate()
+        self.mailbox = EventMailbox()
+        """The turn's events the screen has not drawn yet."""
         self.typing = TypingReader()
 
     @property
@@ -104,13 +107,20 @@ class TurnRunner(Widget):
         cancel, gate = self.cancel, self.gate
         try:
             for batch in round_batches(chat.turn(text, generation, cancel)):
-                self.post_message(EventBatch(batch))
+                self.hand_over(batch)
                 if isinstance(batch[-1], RoundEvent):
                     gate.hold(cancel)  # the engine's clock excludes this pause
         except SpecchatError as exc:
             self.post_message(WorkerFailed(str(exc), text))
             return
         model_thread.submit(chat.catch_up)  # while the reply is read, after this turn
+
+    def hand_over(self, batch: list[Event]) -> None:
+        """(worker) A round's events, or the turn's end, for the screen: drawn at its next
+        redraw, or at once where the turn ended or step-through shows each round."""
+        self.mailbox.put(batch)
+        if self.gate.on or isinstance(batch[-1], TurnEvent):
+            self.post_message(EventsWaiting())
 
     def read_typed(self, chat: ChatState, text: str, max_tokens: int) -> None:
         """While the user types, between turns: the models read the message so far."""
@@ -127,7 +137,7 @@ class TurnRunner(Widget):
             last = batch[-1]
             if isinstance(last, RoundEvent):
                 cancel.wait(max(0.0, start + last.t_s / speed - time.monotonic()))
-            self.post_message(EventBatch(batch))
+            self.hand_over(batch)
             if isinstance(last, RoundEvent):
                 start += gate.hold(cancel)
 

@@ -13,19 +13,17 @@ from textual.widgets import Static
 
 from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
 from specchat.ui.theming import token_style
+from specchat.ui.widgets.line_static import LineStatic
 from specchat.wording import shown_text
 
 SETTLE_LINES = 12
-"""Once the live part of a reply holds this many lines, the finished ones move into a widget of
-their own that is not drawn again: a redraw renders only the lines still growing. Redrawing the
-whole reply took the CPU llama.cpp would have had (docs/lab/2026-11-30-does-the-tui-slow-generation.md)."""
-
-GROW_LINES = 4
-"""A reply in flight grows in steps of this many lines (blank until written): the screen is laid
-out again, and redrawn whole as the view follows, once a step instead of at every new line.
-Once its first lines have settled, the reply is a long one and its live tail takes the
-`SETTLE_LINES` it can hold at once: a layout pass only where lines settle (each step cost
-one, about every redraw on a list at 40 tok/s)."""
+"""A reply in flight takes room in steps of this many lines (blank until written): the screen
+is laid out again, twice (Textual lays out once more for the sizes the first pass changed), and
+redrawn whole as the view follows, once a step instead of at every new line. Once its live tail
+holds this many lines, the finished ones move into a widget of their own that is not drawn
+again: a redraw renders only the lines still growing, and the screen is laid out only where
+lines settle (docs/lab/2026-11-30-does-the-tui-slow-generation.md,
+docs/lab/2026-12-07-a-redraw-draws-what-changed.md)."""
 
 BRANCHES_LOST = "↳"
 """Before the count of a round's draft-tree branches that lost (or, expanded, their tokens),
@@ -69,6 +67,7 @@ class LiveReply(Vertical):
     DEFAULT_CSS = """
     LiveReply { height: auto; }
     LiveReply > Static { height: auto; }
+    LiveReply > LineStatic { height: auto; }
     """
 
     show_rejected: reactive[bool] = reactive(True)
@@ -84,9 +83,8 @@ class LiveReply(Vertical):
         """The finished turn's numbers (a reply shown from the history has none)."""
         self.note = ""
         self.growing = False
-        """The reply is in flight: it takes room in steps of `GROW_LINES` (`refresh_content`)."""
-        self._tail = Static("")
-        self._tail_content = Content("")
+        """The reply is in flight: it takes room in steps of `SETTLE_LINES` (`refresh_content`)."""
+        self._tail = LineStatic("")
         self._tail_from: Mark = (0, 0)
         self._settled: list[Content] = []
         self._height: int | None = None
@@ -138,7 +136,7 @@ class LiveReply(Vertical):
     @property
     def drawn(self) -> str:
         """The text on screen, settled lines and tail."""
-        return "\n".join(c.plain for c in [*self._settled, self._tail_content])
+        return "\n".join(c.plain for c in [*self._settled, self._tail.content])
 
     def set_plain(self, text: str, kind: TokenKind = TokenKind.TARGET) -> None:
         self.pieces, self.own_after = [Piece(kind, text)], []
@@ -169,17 +167,14 @@ class LiveReply(Vertical):
             shown.append(draft_own_text(self.own_after))
         if self.note:
             shown.append(Content.styled(f"  [{self.note}]", "italic $text-muted"))
-        content = Content.assemble(*shown) if shown else Content("")
-        width = self._tail.content_region.width
-        height = content.get_height(self.styles, width) if width else None  # type: ignore[arg-type]
+        self._tail.update(Content.assemble(*shown) if shown else Content(""), layout=False)
+        height = self._tail.lines or None  # none before the tail has a width
         if height is not None and self.growing:
-            step = SETTLE_LINES if self._settled else GROW_LINES
-            height = -(-max(height, 1) // step) * step
-        relayout = height is None or height != self._height
-        if relayout:
+            height = -(-height // SETTLE_LINES) * SETTLE_LINES
+        if height is None or height != self._height:
             self._tail.styles.height = height if height is not None and self.growing else "auto"
-        self._tail.update(content, layout=relayout)
-        self._tail_content, self._height = content, height
+            self._tail.refresh(layout=True)
+        self._height = height
 
     def _settle(self) -> None:
         """Move the tail's finished lines into a widget of their own once it holds

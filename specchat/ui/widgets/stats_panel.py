@@ -5,19 +5,20 @@ from __future__ import annotations
 import os
 
 from textual.content import Content
-from textual.widgets import Static
 
 from specchat.cpu import busy_note
 from specchat.engine.events import TurnEvent
 from specchat.engine.stats import TurnStats
 from specchat.numbers import fmt
+from specchat.ui.widgets.line_static import LineStatic
 from specchat.wording import about_the_same, fewer_threads, typed_ahead_words
 
 SPARK = "▁▂▃▄▅▆▇█"
 
 
-class StatsPanel(Static):
-    """Per-turn numbers, live while a turn streams, each labelled with what it measures."""
+class StatsPanel(LineStatic):
+    """Per-turn numbers, live while a turn streams, each labelled with what it measures (a
+    redraw repaints the lines whose numbers changed)."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__("", **kwargs)

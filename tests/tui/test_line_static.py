@@ -6,6 +6,8 @@ import asyncio
 
 from textual.app import App, ComposeResult
 from textual.content import Content
+from textual.geometry import Offset
+from textual.selection import Selection
 from textual.visual import Visual
 from textual.widgets import Static
 
@@ -82,5 +84,27 @@ def test_an_update_renders_only_the_lines_that_changed(monkeypatch):
             assert rendered == ["line 7: changed"]
             assert lines.content.plain.split("\n")[7] == "line 7: changed"
             assert "".join(s.text for s in drawn(lines)[7]).strip(" │") == "line 7: changed"
+
+    asyncio.run(scenario())
+
+
+def test_a_selection_shows_as_on_a_static():
+    app = Both()
+    text = TEXTS[-2]
+
+    async def scenario():
+        async with app.run_test(size=(80, 30)) as pilot:
+            static, lines = app.query_one("#static", Static), app.query_one("#lines", LineStatic)
+            static.update(text)
+            lines.update(text)
+            await pilot.pause()
+            unselected = drawn(lines)
+            picked = Selection(Offset(4, 0), Offset(3, 1))
+            app.screen.selections = {static: picked, lines: picked}
+            await pilot.pause()
+            assert drawn(lines) == drawn(static) != unselected
+            app.screen.selections = {}
+            await pilot.pause()
+            assert drawn(lines) == unselected
 
     asyncio.run(scenario())

@@ -136,6 +136,23 @@ def test_a_draft_that_must_catch_up_does_so_only_where_the_text_looks_predictabl
     assert k == 3, plan.why
 
 
+def test_a_list_catches_the_draft_up_over_the_rest_of_the_reply():
+    """Text the target stayed sure of runs on, as code does: a catch-up of 400 tokens (about
+    1 s) that the next 32 tokens would not earn back is taken where the rest of the reply
+    earns it back, and not where the reply is about to end. Priced over the next tokens alone,
+    a list's catch-up grew with every round it sat out and was never taken."""
+    for left, drafts in ((900, True), (40, False)):
+        costs = warm()
+        costs.writing(TEXT)
+        costs.machine.learn_catchup(M, 0.0025)
+        sure = costs.reply.sure_run  # warm() saw the target sure of its first tokens
+        costs.observe(Draft(), 0, 0.0, STEP, 1, [0.999] * (SURE_RUN - sure))
+        assert costs.reply.stayed_sure
+        plan = GuardedPolicy(3, costs=costs).plan(cap=left)
+        assert (plan.k(M, True, 400) == 3) == drafts, (left, plan.why)
+        assert drafts or "catch-up" in plan.why
+
+
 def test_the_target_stays_sure_only_over_positions_in_a_row():
     """A run of sure positions broken by an unsure one starts again, from where the running
     confidence is back at `SURE_AT`."""
@@ -191,13 +208,18 @@ def test_in_a_code_block_a_catch_up_drafts_the_length_that_earns_it_back():
 
 def test_inside_a_code_block_a_catch_up_is_earned_back_over_the_rest_of_the_reply():
     """A catch-up of 0.6 s, drafts expected at about 46 tok/s against 25: not earned back
-    within the next 32 tokens of prose, earned back within the 100 the reply may still write
-    in a code block, where replies run long."""
+    within the next 32 tokens of prose (drafts tested there, the target sure again for fewer
+    than `SURE_RUN` positions), earned back within the 100 the reply may still write in a
+    code block, where replies run long."""
     for kind, drafts in ((TEXT, False), (CODE, True)):
         costs = warm()
         costs.machine.learn_catchup(M, 0.6 / 28)
         costs.writing(kind)
-        costs.observe(Draft(), 0, 0.0, STEP, 1, [0.999] * 10)
+        for _ in range(5):  # drafts tested where the target was sure, and they stood
+            costs.observe(Draft(tokens=[0], q=[1.0], source=M), 1, 0.01, 0.04, 2, [0.999] * 2)
+        costs.observe(Draft(), 0, 0.0, STEP, 1, [0.5])
+        costs.observe(Draft(), 0, 0.0, STEP, 1, [0.999] * 5)
+        assert not costs.reply.stayed_sure
         k, plan = k_of(GuardedPolicy(3, costs=costs), behind=30)
         assert (k == 3) == drafts, plan.why
 

@@ -238,8 +238,11 @@ class GuardedPolicy(FixedPolicy):
     def _catchup(self, source: str, uses_passes: bool, behind: int, n: int, plain: float,
                  left: int) -> tuple[str, int]:
         """Why a draft model that must first read what it missed would not earn that back
-        within the reply's next tokens (inside a code block, within the rest of the reply:
-        code runs long and its drafts stand, docs/lab/2026-12-02-code-blocks-and-prose-what-the-target.md),
+        within the reply's next tokens (inside a code block, or text the target stayed sure
+        of, within the rest of the reply: code and lists run long and their drafts stand,
+        docs/lab/2026-12-02-code-blocks-and-prose-what-the-target.md; priced over the next
+        tokens alone, a list's catch-up grew with every round it sat out and was never taken,
+        docs/lab/2026-12-07-a-list-s-catch-up-over-the-rest-of-the-reply.md),
         with each token standing as often as the target's running confidence, calibrated
         here, says (empty where it would, or it is in step), and the length the catch-up's
         round drafts: in a code block, that of up to n tokens expected to bring the most
@@ -256,14 +259,13 @@ class GuardedPolicy(FixedPolicy):
         guess = costs.predicted_accept(source)
         if guess is None:
             return "the text did not look predictable enough yet to catch the draft up", n
-        code = costs.reply.kind == CODE
-        if not (code or costs.reply.stayed_sure
-                or costs.acceptance.tested(costs.reply.where(source))):
+        code, sure = costs.reply.kind == CODE, costs.reply.stayed_sure
+        if not (code or sure or costs.acceptance.tested(costs.reply.where(source))):
             guess = min(guess, PROSE_UNTRIED)
         rate, best = max((expected_tokens([guess] * m)
                           / machine.round_s(source, m, uses_passes, steady), m)
                          for m in (range(1, n + 1) if code else (n,)))
-        if costs.pays_back(rate, plain, catchup_s, left, whole_reply=code):
+        if costs.pays_back(rate, plain, catchup_s, left, whole_reply=code or sure):
             return "", best
         return (f"a {best}-token draft was expected at {rate:.1f} tok/s after a "
                 f"{catchup_s * 1000:.0f} ms catch-up, plain steps {plain:.1f}"), n

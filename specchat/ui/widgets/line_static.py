@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import groupby
+
 from rich.segment import Segment
 from rich.style import Style
 from textual.content import Content
@@ -72,16 +74,14 @@ class LineStatic(Widget):
             kept[key] = rendered
             strips.extend(rendered)
         old, self._strips, self._kept = self._strips, strips, kept
-        rows = max(len(old), len(strips))
-        changed = [y >= len(old) or y >= len(strips) or old[y] is not strips[y]
-                   for y in range(rows)] + [False]
-        start = None
-        for y, differs in enumerate(changed):  # one repaint a run of changed rows
-            if differs and start is None:
-                start = y
-            elif not differs and start is not None:
-                self.refresh(Region(0, start, width, y - start))
-                start = None
+
+        def differs(y: int) -> bool:
+            return y >= len(old) or y >= len(strips) or old[y] is not strips[y]
+
+        for changed, run in groupby(range(max(len(old), len(strips))), key=differs):
+            if changed:  # one repaint a run of changed rows
+                ys = list(run)
+                self.refresh(Region(0, ys[0], width, len(ys)))
 
     def render_line(self, y: int) -> Strip:
         if self.text_selection is not None:

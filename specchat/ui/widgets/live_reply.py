@@ -67,7 +67,6 @@ class LiveReply(Vertical):
     DEFAULT_CSS = """
     LiveReply { height: auto; }
     LiveReply > Static { height: auto; }
-    LiveReply > LineStatic { height: auto; }
     """
 
     show_rejected: reactive[bool] = reactive(True)

@@ -344,7 +344,39 @@ def test_a_short_draft_that_fell_starts_the_count_of_rounds_in_a_row_again():
     while len(ks) < 40 and 3 not in ks:
         ks.append(k_of(policy)[0])
         drafted_here(ks[-1], 0 if len(ks) - 1 == fell else ks[-1], 0.050)
-    assert len(ks) - 1 == fell + 1 + STOOD_WINDOWS * RECENT_ROUNDS
+    # windows are counted whole: the count starts again at the window after the fall's
+    assert len(ks) - 1 == (fell // RECENT_ROUNDS + 1 + STOOD_WINDOWS) * RECENT_ROUNDS
+
+
+def test_one_refused_token_after_a_judged_window_does_not_stop_short_drafts_that_pay():
+    """The decision reads the last `RECENT_ROUNDS` rounds across the windows counted for k:
+    a window cleared when judged left it two rounds, and one refused token among them stopped
+    1-token drafts in a code reply whose drafts paid."""
+    policy, drafted_here = _stepped_down_on_prose()
+    for _ in range(RECENT_ROUNDS):  # a window, all standing: 2 tokens in 65 ms, 30.8 tok/s
+        assert k_of(policy)[0] == 1
+        drafted_here(1, 1, 0.065)
+    for stood in (0, 1):  # one refused, one stood: the last 4 rounds brought 7 tokens in
+        assert k_of(policy)[0] == 1  # 260 ms, 26.9 tok/s against 25 (these 2, 23.1)
+        drafted_here(1, stood, 0.065)
+    assert k_of(policy)[0] == 1
+
+
+def test_in_a_code_block_a_length_is_judged_on_more_rounds_than_in_prose():
+    """Two rounds with refused tokens step prose down to 1 token; in a code block, where
+    drafts mostly stand, the length is judged on `RECENT_ROUNDS` rounds."""
+    ks = {}
+    for kind in (TEXT, CODE):
+        costs = warm()
+        policy = GuardedPolicy(3, costs=costs)
+        costs.writing(kind)
+        ks[kind] = []
+        for stood in (1, 1, 3, 3):  # 2 tokens in 100 ms, twice; then 4 tokens in 70 ms
+            ks[kind].append(k_of(policy)[0])
+            drafted(costs, ks[kind][-1], min(stood, ks[kind][-1]), 0.100 if stood == 1 else 0.070)
+        ks[kind].append(k_of(policy)[0])
+    assert ks[TEXT] == [3, 3, 1, 1, 1]
+    assert ks[CODE] == [3, 3, 3, 3, 3]  # 12 tokens in 340 ms: 35 tok/s against 25
 
 
 def test_drafting_stopped_by_its_own_rounds_does_not_probe_at_once():

@@ -488,6 +488,23 @@ def test_a_pass_widened_by_guesses_is_not_priced_as_a_catch_up():
         assert ("m" in costs.machine.catchup_token_s) is priced
 
 
+def test_a_first_catch_up_is_kept_off_the_round_s_own_rate_before_a_pass_was_timed():
+    """A reply's first draft reads the 57 tokens it missed in one pass before any pass was
+    timed: the rate its round brought, which decides whether the length stays, is the round's
+    own (its pass at the prior's price and the verify), not the catch-up's; counted whole, it
+    stepped code down at once. What the catch-up costs a token is learned only against a
+    pass this machine timed."""
+    costs = CostModel()
+    costs.observe(Draft(), 0, 0.0, 0.030, 1, [0.9])
+    draft = Draft(tokens=[1], source="m", uses_passes=True,
+                  cost=DraftCost(behind=57, catchup_s=0.150))
+    costs.observe(draft, 1, 0.150, 0.040, 2)
+    prior_pass = costs.machine.draft_s("m", 1, True)
+    (recent,) = costs.reply.recent.values()
+    assert recent.rate == pytest.approx(2 / (prior_pass + 0.040 + (0.150 - prior_pass) / 56))
+    assert "m" not in costs.machine.catchup_token_s
+
+
 def test_a_drafted_token_is_priced_by_the_passes_that_drew_it():
     """Passes after the first that also read guessed tokens drew several draft tokens each:
     the policy learns the seconds a token, not a pass (priced a pass a token, a probe that

@@ -121,10 +121,15 @@ class CostModel:
             return 0.0
         if draft.cost.later_draws:  # seconds a token: a pass that read a guess drew several
             machine.learn_pass(source, (draft_s - draft.cost.catchup_s) / draft.cost.later_draws)
-        if draft.cost.behind > 1 and (pass_s := machine.pass_time(source)) is not None \
-                and not draft.cost.widened:  # a widened pass's extra rows are the guesses'
+        if draft.cost.behind > 1 and not draft.cost.widened:  # a widened pass's extra rows
+            # are the guesses'. Before this machine timed a pass, the prior pass keeps the
+            # catch-up off the round's own seconds (a first catch-up counted whole stepped
+            # the draft down in the code it was taken for); only a timed pass teaches its rate
+            known = machine.pass_time(source)
+            pass_s = known if known is not None else machine.draft_s(source, 1, True)
             extra = max(0.0, draft.cost.catchup_s - pass_s) / (draft.cost.behind - 1)
-            machine.learn_catchup(source, extra)
+            if known is not None:
+                machine.learn_catchup(source, extra)
             return extra * max(0, draft.cost.behind - 2)
         return 0.0
 

@@ -24,14 +24,17 @@ from specchat.engine.policy.branching import TreeSettings
 from specchat.engine.policy.cost_model import CostModel
 from specchat.engine.policy.fixed import FixedPolicy, _FixedPlan
 from specchat.engine.policy.kind import PolicyKind
-from specchat.engine.policy.rates import PRIOR_ACCEPT, Recent, expected_tokens
+from specchat.engine.policy.rates import PRIOR_ACCEPT, RECENT_ROUNDS, Recent, expected_tokens
 from specchat.engine.policy.reply import SURE_AT, Where
 from specchat.engine.policy.schedule import PROBE_WHY, ProbeSchedule
 from specchat.engine.text_kind import CODE
 from specchat.engine.types import Draft, Plan
 
 EVIDENCE_ROUNDS = 2
-"""Drafting rounds at a length before what they brought decides whether the length stays."""
+"""Drafting rounds at a length before what they brought decides whether the length stays;
+in a code block `RECENT_ROUNDS`: its drafts mostly stand, and two rounds with one refused
+token stepped a code reply down to 1 token, and then to none, where its drafts paid
+(docs/lab/2026-12-07-a-code-reply-judged-on-four-rounds.md)."""
 STOOD_WINDOWS = 3
 """Windows of `RECENT_ROUNDS` short-draft rounds, all standing, after which k is tried again
 whatever the places past the first have stood: they learn nothing while only the first token
@@ -131,13 +134,13 @@ class GuardedPolicy(FixedPolicy):
         where = costs.reply.where(source)
         ladder = self.ladders.setdefault(where, _Ladder(self.k))
         plain = 1.0 / machine.verify_s(1)
-        seen = costs.reply.recent.get(where)
-        if seen is not None and seen.n >= EVIDENCE_ROUNDS and ladder.length:
+        seen, evidence = costs.reply.recent.get(where), self._evidence(where)
+        if seen is not None and seen.n >= evidence and ladder.length:
             if seen.rate < plain:
                 self._step_down(where, ladder, seen.rate, plain)
             else:
                 self.probes.paid()
-                if ladder.length < self.k and seen.full:
+                if ladder.length < self.k and seen.window_due:
                     self._k_again(source, uses_passes, where, ladder, seen)
         probe = "" if ladder.length else self._probe_due(ladder)
         if not ladder.length and not probe:
@@ -149,7 +152,7 @@ class GuardedPolicy(FixedPolicy):
         length = ladder.length or (1 if probe == PROBE_WHY else self.k)
         n = min(length, plan.k_max)
         seen = costs.reply.recent.get(where)  # what this length's own rounds brought, if any
-        paid = seen is not None and seen.n >= EVIDENCE_ROUNDS and seen.rate >= plain
+        paid = seen is not None and seen.n >= evidence and seen.rate >= plain
         never = "" if paid else self._never_pays(source, uses_passes, n, plain)
         why, n = (never, n) if never else self._catchup(source, uses_passes, behind, n, plain,
                                                          plan.left)
@@ -164,6 +167,11 @@ class GuardedPolicy(FixedPolicy):
             costs.reply.recent.pop(where, None)  # the probe's own rounds decide
         plan.resumed = probe or self._resumed_why(where)
         return n
+
+    @staticmethod
+    def _evidence(where: Where) -> int:
+        """Rounds at a length before what they brought decides (`EVIDENCE_ROUNDS`)."""
+        return RECENT_ROUNDS if where.kind == CODE else EVIDENCE_ROUNDS
 
     def _resumed_why(self, where: Where) -> str:
         """Why a round drafts where the last one was declined (empty where it was not)."""
@@ -180,8 +188,11 @@ class GuardedPolicy(FixedPolicy):
 
     def _k_again(self, source: str, uses_passes: bool, where: Where, ladder: _Ladder,
                  seen: Recent) -> None:
-        """After a full window of short-draft rounds: k again where they all stood and k is
-        expected to beat them, or where they all stood `STOOD_WINDOWS` windows in a row."""
+        """After a window of short-draft rounds: k again where they all stood and k is
+        expected to beat them, or where they all stood `STOOD_WINDOWS` windows in a row. The
+        rate goes on reading the last rounds (a window cleared here left the next decision to
+        two rounds, and one refused token in them stopped drafting that paid)."""
+        seen.judged()
         if not seen.all_stood(ladder.length):
             ladder.stood_windows = 0
             return
@@ -189,7 +200,7 @@ class GuardedPolicy(FixedPolicy):
         if (ladder.stood_windows >= STOOD_WINDOWS
                 or self._k_beats(source, uses_passes, seen.rate)):
             ladder.length, ladder.stood_windows = self.k, 0
-        self.costs.reply.recent.pop(where, None)  # the next window is judged on its own
+            self.costs.reply.recent.pop(where, None)  # k's own rounds decide
 
     def _k_beats(self, source: str, uses_passes: bool, rate: float) -> bool:
         """Whether k-token drafts are expected to beat `rate` (what the short drafts brought),

@@ -68,13 +68,25 @@ class Recent:
     """Tokens and seconds of the last `RECENT_ROUNDS` rounds: what drafting brings now, for a
     decision that must follow the text within a few rounds."""
 
-    __slots__ = ("rounds",)
+    __slots__ = ("rounds", "unjudged")
 
     def __init__(self) -> None:
         self.rounds: deque[tuple[int, float]] = deque(maxlen=RECENT_ROUNDS)
+        self.unjudged = 0
+        """Rounds added since a whole window of them was last judged (`judged`)."""
 
     def add(self, tokens: int, seconds: float) -> None:
         self.rounds.append((tokens, seconds))
+        self.unjudged += 1
+
+    @property
+    def window_due(self) -> bool:
+        """A window of `RECENT_ROUNDS` rounds came since the last was judged: windows that
+        are counted do not overlap, while the rate still reads the last rounds."""
+        return self.unjudged >= RECENT_ROUNDS
+
+    def judged(self) -> None:
+        self.unjudged = 0
 
     @property
     def n(self) -> int:

@@ -122,9 +122,8 @@ class CostModel:
         if draft.cost.later_draws:  # seconds a token: a pass that read a guess drew several
             machine.learn_pass(source, (draft_s - draft.cost.catchup_s) / draft.cost.later_draws)
         if draft.cost.behind > 1 and not draft.cost.widened:  # a widened pass's extra rows
-            # are the guesses'. Before this machine timed a pass, the prior pass keeps the
-            # catch-up off the round's own seconds (a first catch-up counted whole stepped
-            # the draft down in the code it was taken for); only a timed pass teaches its rate
+            # are the guesses'. Until a pass is timed, the prior pass parts the catch-up from
+            # the round's own seconds; only a timed pass teaches what a catch-up token costs
             known = machine.pass_time(source)
             pass_s = known if known is not None else machine.draft_s(source, 1, True)
             extra = max(0.0, draft.cost.catchup_s - pass_s) / (draft.cost.behind - 1)

@@ -190,8 +190,7 @@ class GuardedPolicy(FixedPolicy):
                  seen: Recent) -> None:
         """After a window of short-draft rounds: k again where they all stood and k is
         expected to beat them, or where they all stood `STOOD_WINDOWS` windows in a row. The
-        rate goes on reading the last rounds (a window cleared here left the next decision to
-        two rounds, and one refused token in them stopped drafting that paid)."""
+        rate goes on reading the last rounds, so one refused token does not decide alone."""
         seen.judged()
         if not seen.all_stood(ladder.length):
             ladder.stood_windows = 0

@@ -92,10 +92,6 @@ class Recent:
     def n(self) -> int:
         return len(self.rounds)
 
-    @property
-    def full(self) -> bool:
-        return len(self.rounds) == RECENT_ROUNDS
-
     def all_stood(self, length: int) -> bool:
         """Every round kept brought a whole `length`-token draft and the token after it."""
         return all(tokens > length for tokens, _ in self.rounds)

@@ -108,3 +108,36 @@ def test_a_selection_shows_as_on_a_static():
             assert drawn(lines) == unselected
 
     asyncio.run(scenario())
+
+
+def test_text_extended_at_its_end_draws_as_a_static_and_renders_only_the_new_lines(monkeypatch):
+    """A reply's settled lines grow at their end: what was drawn is not rendered again."""
+    app = Both()
+    rendered: list[str] = []
+    to_strips = Visual.to_strips
+
+    def counted(widget, visual, *args, **kwargs):
+        if isinstance(widget, LineStatic):
+            rendered.append(visual.plain)
+        return to_strips(widget, visual, *args, **kwargs)
+
+    monkeypatch.setattr(Visual, "to_strips", counted)
+
+    async def scenario():
+        async with app.run_test(size=(80, 30)) as pilot:
+            static, lines = app.query_one("#static", Static), app.query_one("#lines", LineStatic)
+            whole = TEXTS[4]
+            lines.update(whole)
+            for text in TEXTS[3:]:
+                await pilot.pause()
+                rendered.clear()
+                whole = Content("\n").join([whole, text])
+                lines.extend(text)
+                static.update(whole)
+                await pilot.pause()
+                assert rendered == text.split("\n", allow_blank=True)
+                assert lines.content.plain == whole.plain
+                assert lines.region.height == static.region.height
+                assert drawn(lines) == drawn(static), text.plain
+
+    asyncio.run(scenario())

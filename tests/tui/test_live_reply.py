@@ -9,9 +9,12 @@ from support.pilot import run_async
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.visual import Visual
 
 from specchat.engine.events import TokenEvent, TokenKind
+from specchat.ui.app import SpecchatApp
 from specchat.ui.chat.chat_screen import redraw_every_s
+from specchat.ui.chat.chat_view import NUMBERS_EVERY, ChatView
 from specchat.ui.widgets.live_reply import (
     SETTLE_LINES,
     LiveReply,
@@ -19,6 +22,7 @@ from specchat.ui.widgets.live_reply import (
     last_line_break,
     styled_pieces,
 )
+from specchat.ui.widgets.stats_panel import StatsPanel
 
 pieces_st = st.lists(st.tuples(st.sampled_from(list(TokenKind)),
                                st.text(alphabet="ab \n", min_size=1, max_size=6)), max_size=40)
@@ -73,9 +77,24 @@ class OneReply(App):
             yield LiveReply()
 
 
-def test_a_long_reply_settles_its_lines_grows_in_steps_and_toggles_whole():
+def settled_lines(reply: LiveReply) -> int:
+    """How many of the reply's lines settled (drawn by the first of its two widgets)."""
+    settled = reply.children[0]
+    return settled.content.plain.count("\n") + 1 if settled.display else 0
+
+
+def test_a_long_reply_settles_its_lines_grows_in_steps_and_toggles_whole(monkeypatch):
     app = OneReply()
     lines = 3 * SETTLE_LINES + 1
+    rendered: list[str] = []
+    to_strips = Visual.to_strips
+
+    def counted(widget, visual, *args, **kwargs):
+        if isinstance(visual, Content):
+            rendered.append(visual.plain)
+        return to_strips(widget, visual, *args, **kwargs)
+
+    monkeypatch.setattr(Visual, "to_strips", counted)
 
     async def scenario():
         async with app.run_test(size=(60, 20)) as pilot:
@@ -83,7 +102,7 @@ def test_a_long_reply_settles_its_lines_grows_in_steps_and_toggles_whole():
             reply.growing = True
             relaid = 0
             for n in range(lines):
-                settled, height = len(reply.children) - 1, reply.size.height
+                settled, height = settled_lines(reply), reply.size.height
                 reply.add_tokens([token(TokenKind.ACCEPTED, f"line {n}"),
                                   token(TokenKind.REJECTED, " no"),
                                   token(TokenKind.CORRECTED, "\n")])
@@ -91,12 +110,17 @@ def test_a_long_reply_settles_its_lines_grows_in_steps_and_toggles_whole():
                 await pilot.pause()
                 assert reply.size.height % SETTLE_LINES == 0  # room taken in steps
                 assert reply.size.height >= n + 2  # the lines so far and the one growing
-                if settled and len(reply.children) - 1 == settled:
+                if settled and settled_lines(reply) == settled:
                     # once lines settled, the reply takes room only where more settle
                     assert reply.size.height == height
                 relaid += reply.size.height != height
-            assert len(reply.children) == 4  # three settled widgets and the tail
+                if settled_lines(reply) == SETTLE_LINES:
+                    first_settled = rendered.count("line 0 no")
+            assert len(reply.children) == 2  # the settled lines and the tail
+            assert settled_lines(reply) == 3 * SETTLE_LINES
             assert relaid == 1 + 3  # the first step, then one a settle
+            # lines that settled are not rendered again where more settle after them
+            assert rendered.count("line 0 no") == first_settled
             expected = "".join(f"line {n} no\n" for n in range(lines))
             assert reply.drawn == expected
             reply.show_rejected = False
@@ -114,3 +138,63 @@ def test_a_streaming_reply_is_redrawn_half_as_often_on_two_cores():
     """On two cores each redraw is taken from llama.cpp's threads (docs/lab/)."""
     assert redraw_every_s(2) == 2 * redraw_every_s(8) == 0.5
     assert redraw_every_s(None) == redraw_every_s(4) == 0.25
+
+
+class OneView(App):
+    CSS_PATH = SpecchatApp.CSS_PATH
+
+    def compose(self) -> ComposeResult:
+        yield ChatView()
+
+
+def test_a_streaming_reply_s_numbers_are_redrawn_at_every_other_redraw_of_its_text(monkeypatch):
+    """A dozen of the numbers' lines change at each redraw; at every other they are drawn."""
+    shown: list[int] = []
+    show = StatsPanel.show
+
+    def counted(panel, stats, draft, final=None):
+        shown.append(len(app.query_one(ChatView).transcript.reply.pieces))  # at which token
+        show(panel, stats, draft, final)
+
+    monkeypatch.setattr(StatsPanel, "show", counted)
+    app = OneView()
+
+    async def scenario():
+        async with app.run_test(size=(100, 30)) as pilot:
+            view = app.query_one(ChatView)
+            view.open_reply("hi", stepping=False)
+            for n in range(5):
+                view.transcript.take([token(TokenKind.ACCEPTED, f"word {n} ")])
+                view.redraw("draft")
+                view.redraw("draft")  # nothing new: not a redraw of the text
+                await pilot.pause()
+            assert NUMBERS_EVERY == 2 and shown == [1, 3, 5]
+
+    run_async(scenario)
+
+
+def test_the_view_follows_a_growing_reply_until_the_user_scrolls_away_and_again_at_the_end():
+    app = OneView()
+
+    async def scenario():
+        async with app.run_test(size=(100, 30)) as pilot:
+            view = app.query_one(ChatView)
+            transcript = view.transcript
+            view.open_reply("hi", stepping=False)
+
+            async def lines(n: int) -> None:
+                for i in range(n):
+                    transcript.take([token(TokenKind.ACCEPTED, f"line {i}\n")])
+                    view.redraw("draft")
+                    await pilot.pause()
+
+            await lines(3 * SETTLE_LINES)
+            assert transcript.max_scroll_y > 0 and transcript.scroll_y == transcript.max_scroll_y
+            transcript.scroll_home(animate=False, immediate=True)  # the user scrolls up to read
+            await lines(SETTLE_LINES)
+            assert transcript.scroll_y == 0 < transcript.max_scroll_y
+            transcript.scroll_end(animate=False, immediate=True)  # and back down
+            await lines(SETTLE_LINES)
+            assert transcript.scroll_y == transcript.max_scroll_y
+
+    run_async(scenario)

@@ -17,11 +17,19 @@ from specchat.ui.widgets.stats_panel import StatsPanel
 from specchat.ui.widgets.step_panel import StepPanel, describe_round
 from specchat.ui.widgets.transcript import Transcript
 
+NUMBERS_EVERY = 2
+"""A streaming reply's live numbers are redrawn at every this many redraws of its text (once a
+second on two cores): a dozen of their lines change at each, and each costs a render, on the
+CPU that llama.cpp would have had (docs/lab/2026-12-08-one-layout-pass-a-step.md). The turn's
+final numbers, and each round in step-through, are drawn at once."""
+
 
 class ChatView(Horizontal):
     def __init__(self) -> None:
         super().__init__(id="main")
         self.status_text = ""
+        self.redraws = 0
+        """Redraws of the reply in flight that drew new tokens."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="chat"):
@@ -58,6 +66,7 @@ class ChatView(Horizontal):
         if stepping:
             self.query_one(StepPanel).focus()
         self.prompt.cursor_blink = False  # a blink redraw costs generation time
+        self.redraws = 0
         self.set_status("generating… (Esc stops)")
 
     def start(self, draft: str, server: bool) -> None:
@@ -75,17 +84,20 @@ class ChatView(Horizontal):
         side = self.query_one(StatsPanel)
         if stepping and any(isinstance(e, RoundEvent) for e in events):
             self.query_one(StepPanel).update(describe_round(events, side.baseline))
-            self.redraw(draft)
+            self.redraw(draft, numbers=True)
         if turn := next((e for e in events if isinstance(e, TurnEvent)), None):
             if turn.counts.baseline_tokens_per_second:
                 side.set_baseline(turn.counts.baseline_tokens_per_second, turn.counts.baseline_source)
             side.show(self.transcript.stats, turn.draft, final=turn)
             self.prompt.cursor_blink = True
 
-    def redraw(self, draft: str | None) -> None:
-        """The reply's new tokens, and the live numbers while a turn runs (`draft` not None)."""
+    def redraw(self, draft: str | None, numbers: bool = False) -> None:
+        """The reply's new tokens, and while a turn runs (`draft` not None) its live numbers,
+        at every `NUMBERS_EVERY` redraws from the first, or with `numbers` now."""
         if self.transcript.redraw() and draft is not None:
-            self.query_one(StatsPanel).show(self.transcript.stats, draft)
+            if numbers or not self.redraws % NUMBERS_EVERY:
+                self.query_one(StatsPanel).show(self.transcript.stats, draft)
+            self.redraws += 1
 
     def fail(self, error: str, message: str | None) -> None:
         """A failed turn: the open reply says why, and its message goes back into an empty

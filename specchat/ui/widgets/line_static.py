@@ -12,12 +12,14 @@ from textual.strip import Strip
 from textual.visual import Visual
 from textual.widget import Widget
 
+from specchat.ui.widgets.one_pass import OneLayoutPass
+
 LineKey = tuple[int, str, tuple]
 """A line of text as drawn: where it is (its index among the lines), its characters and its
 styles' spans."""
 
 
-class LineStatic(Widget):
+class LineStatic(OneLayoutPass, Widget):
     """A Static that renders each line of its text once: an update re-renders and repaints the
     lines that changed, not all of them. The numbers beside a reply and the reply's growing
     tail change a few lines a redraw; a Static rendered every line of both, on the CPU that
@@ -35,6 +37,9 @@ class LineStatic(Widget):
         self._strips: list[Strip] = []
         self._kept: dict[LineKey, list[Strip]] = {}
         self._width = 0
+        self._line_count = 0
+        """The lines of its text as laid out (`_lay_out`, `extend`)."""
+        self.auto_links = False  # its texts hold no links: a line's render skips their style
 
     def render(self) -> Content:
         return self._content
@@ -55,6 +60,28 @@ class LineStatic(Widget):
             self.refresh(layout=True)
         self._lay_out()
 
+    def extend(self, content: Content) -> None:
+        """Add `content` as lines after the text's last line; only the new lines are rendered,
+        so text that grows at its end costs what it adds, not what it holds."""
+        self._content = Content("\n").join([self._content, content])
+        self.refresh(layout=True)
+        width = self.size.width
+        if not width or width != self._width:
+            self._lay_out()
+            return
+        top = len(self._strips)
+        for index, line in enumerate(content.split("\n", allow_blank=True), self._line_count):
+            rendered = self._line_strips(line, index, width)
+            self._kept[(index, line.plain, tuple(line.spans))] = rendered
+            self._strips.extend(rendered)
+            self._line_count = index + 1
+        self.refresh(Region(0, top, width, len(self._strips) - top))
+
+    def _line_strips(self, line: Content, index: int, width: int) -> list[Strip]:
+        """Line `index` of the text as strips (more than one where it wraps)."""
+        return [at_line(strip, index)
+                for strip in Visual.to_strips(self, line, width, None, self.visual_style)]
+
     def _lay_out(self) -> None:
         """Render the lines whose text changed and repaint the rows that differ."""
         width = self.size.width
@@ -65,15 +92,13 @@ class LineStatic(Widget):
             return
         kept: dict[LineKey, list[Strip]] = {}
         strips: list[Strip] = []
-        for index, line in enumerate(self._content.split("\n", allow_blank=True)):
+        lines = self._content.split("\n", allow_blank=True)
+        for index, line in enumerate(lines):
             key = (index, line.plain, tuple(line.spans))
-            rendered = self._kept.get(key)
-            if rendered is None:
-                rendered = [at_line(strip, index) for strip in
-                            Visual.to_strips(self, line, width, None, self.visual_style)]
+            rendered = self._kept.get(key) or self._line_strips(line, index, width)
             kept[key] = rendered
             strips.extend(rendered)
-        old, self._strips, self._kept = self._strips, strips, kept
+        old, self._strips, self._kept, self._line_count = self._strips, strips, kept, len(lines)
 
         def differs(y: int) -> bool:
             return y >= len(old) or y >= len(strips) or old[y] is not strips[y]

@@ -9,21 +9,20 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
 from textual.reactive import reactive
-from textual.widgets import Static
 
 from specchat.engine.events import TokenEvent, TokenKind, TurnEvent
 from specchat.ui.theming import token_style
 from specchat.ui.widgets.line_static import LineStatic
+from specchat.ui.widgets.one_pass import OneLayoutPass
 from specchat.wording import shown_text
 
 SETTLE_LINES = 12
 """A reply in flight takes room in steps of this many lines (blank until written): the screen
-is laid out again, twice (Textual lays out once more for the sizes the first pass changed), and
-redrawn whole as the view follows, once a step instead of at every new line. Once its live tail
-holds this many lines, the finished ones move into a widget of their own that is not drawn
-again: a redraw renders only the lines still growing, and the screen is laid out only where
-lines settle (docs/lab/2026-11-30-does-the-tui-slow-generation.md,
-docs/lab/2026-12-07-a-redraw-draws-what-changed.md)."""
+is laid out again, and drawn whole, once a step instead of at every new line. Once its live
+tail holds this many lines, the finished ones move to the end of the settled lines, which
+render only what they add: a redraw renders only the lines still growing, and a step is the
+one layout pass (docs/lab/2026-12-07-a-redraw-draws-what-changed.md,
+docs/lab/2026-12-08-one-layout-pass-a-step.md)."""
 
 BRANCHES_LOST = "↳"
 """Before the count of a round's draft-tree branches that lost (or, expanded, their tokens),
@@ -53,7 +52,7 @@ class Piece:
         return lost_branches_text(self.lost) if expand else f"{BRANCHES_LOST}{len(self.lost)}"
 
 
-class LiveReply(Vertical):
+class LiveReply(OneLayoutPass, Vertical):
     """A reply as token verdicts: each piece styled by its kind through theme variables.
 
     Rejected drafts stay in the list at the place they were refused and are drawn only while
@@ -66,7 +65,6 @@ class LiveReply(Vertical):
 
     DEFAULT_CSS = """
     LiveReply { height: auto; }
-    LiveReply > Static { height: auto; }
     """
 
     show_rejected: reactive[bool] = reactive(True)
@@ -83,6 +81,9 @@ class LiveReply(Vertical):
         self.note = ""
         self.growing = False
         """The reply is in flight: it takes room in steps of `SETTLE_LINES` (`refresh_content`)."""
+        self._settled_lines = LineStatic("")
+        """The lines that settled, drawn once each (hidden until the first settles)."""
+        self._settled_lines.display = False
         self._tail = LineStatic("")
         self._tail_from: Mark = (0, 0)
         self._settled: list[Content] = []
@@ -92,6 +93,7 @@ class LiveReply(Vertical):
         self.add_class(role)
 
     def compose(self) -> ComposeResult:
+        yield self._settled_lines
         yield self._tail
 
     def add_tokens(self, events: list[TokenEvent]) -> None:
@@ -149,9 +151,8 @@ class LiveReply(Vertical):
 
     def _unsettle(self) -> None:
         """Draw the whole reply again, from its first line (what is shown of it changed)."""
-        for widget in list(self.children):
-            if widget is not self._tail:
-                widget.remove()
+        self._settled_lines.update(Content(""))
+        self._settled_lines.display = False
         self._settled, self._tail_from, self._height = [], (0, 0), None
         self.refresh_content()
 
@@ -182,9 +183,13 @@ class LiveReply(Vertical):
         if last is None:
             return
         settled = Content.assemble(*self._shown(self._tail_from, last))
+        if self._settled:
+            self._settled_lines.extend(settled)
+        else:
+            self._settled_lines.update(settled)
+            self._settled_lines.display = True
         self._settled.append(settled)
-        self.mount(Static(settled), before=self._tail)
-        self._tail_from, self._height = (last[0], last[1] + 1), None
+        self._tail_from = (last[0], last[1] + 1)
 
     def _shown(self, start: Mark, end: Mark) -> list[Content]:
         return styled_pieces(self.pieces, self.show_rejected, start, end, self.expand_branches)

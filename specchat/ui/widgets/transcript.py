@@ -18,6 +18,7 @@ from specchat.engine.events import ContextEvent, Event, RoundEvent, StopReason, 
 from specchat.engine.stats import TurnStats
 from specchat.ui.slides import TurnSlide, file_name
 from specchat.ui.widgets.live_reply import LiveReply
+from specchat.ui.widgets.one_pass import OneLayoutPass
 from specchat.wording import context_note
 
 ENDS = {StopReason.CANCELLED: "stopped",
@@ -27,7 +28,13 @@ FOLLOW_LINES = 3
 """The view follows a growing reply only while it is this close to the bottom."""
 
 
-class Transcript(VerticalScroll):
+class Transcript(OneLayoutPass, VerticalScroll):
+    """While a reply grows past the view's end, the view is anchored (Textual's anchor): it
+    follows the reply within the layout pass that makes room for it, where a scroll of its own
+    after that pass would lay the screen out once more, until the user scrolls away; back at
+    the bottom, it follows again. Only then: an anchor on text shorter than the view would
+    draw it at the view's foot."""
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.reply: LiveReply | None = None
@@ -99,8 +106,13 @@ class Transcript(VerticalScroll):
             return False
         self.dirty = False
         self.reply.refresh_content()
-        if self.max_scroll_y - self.scroll_y <= FOLLOW_LINES:
-            self.scroll_end(animate=False)
+        if not self.reply.growing:
+            self.anchor(False)
+        if not self.is_anchored and self.max_scroll_y - self.scroll_y <= FOLLOW_LINES:
+            if self.reply.growing and self.max_scroll_y:
+                self.anchor()
+            else:
+                self.scroll_end(animate=False)
         return True
 
     def show_messages(self, messages: Iterable[StoredMessage]) -> None:

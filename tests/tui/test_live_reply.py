@@ -196,5 +196,7 @@ def test_the_view_follows_a_growing_reply_until_the_user_scrolls_away_and_again_
             transcript.scroll_end(animate=False, immediate=True)  # and back down
             await lines(SETTLE_LINES)
             assert transcript.scroll_y == transcript.max_scroll_y
+            view.fail("the model stopped", None)  # a reply that ends in an error ends the anchor
+            assert not transcript.is_anchored  # (anchored text shorter than the view sits low)
 
     run_async(scenario)

@@ -97,7 +97,8 @@ class Transcript(OneLayoutPass, VerticalScroll):
         if self.reply is not None:
             self.reply.growing = False
             self.reply.note = ("cut off: " if self.reply.pieces else "no reply: ") + error
-            self.reply.refresh_content()
+            self.dirty = True
+            self.redraw()
 
     def redraw(self) -> bool:
         """Draw what came since the last redraw (False: nothing came), following the reply
@@ -143,6 +144,7 @@ class Transcript(OneLayoutPass, VerticalScroll):
     def clear(self) -> None:
         self.remove_children()
         self.reply = None
+        self.anchor(False)
 
     def set_shown(self, *, rejected: bool, branches: bool) -> None:
         """Draw rejected draft tokens or leave them out, and a draft tree's lost branches as

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+from support.renders import rendered_lines
 from textual.app import App, ComposeResult
 from textual.content import Content
 from textual.geometry import Offset
 from textual.selection import Selection
-from textual.visual import Visual
 from textual.widgets import Static
 
 from specchat.ui.widgets.line_static import LineStatic
@@ -61,15 +61,7 @@ def test_it_draws_every_text_as_a_static_does():
 
 def test_an_update_renders_only_the_lines_that_changed(monkeypatch):
     app = Both()
-    rendered: list[str] = []
-    to_strips = Visual.to_strips
-
-    def counted(widget, visual, *args, **kwargs):
-        if isinstance(widget, LineStatic):
-            rendered.append(visual.plain)
-        return to_strips(widget, visual, *args, **kwargs)
-
-    monkeypatch.setattr(Visual, "to_strips", counted)
+    rendered = rendered_lines(monkeypatch)
     numbers = [f"line {n}: {n * n}" for n in range(20)]
 
     async def scenario():
@@ -113,15 +105,7 @@ def test_a_selection_shows_as_on_a_static():
 def test_text_extended_at_its_end_draws_as_a_static_and_renders_only_the_new_lines(monkeypatch):
     """A reply's settled lines grow at their end: what was drawn is not rendered again."""
     app = Both()
-    rendered: list[str] = []
-    to_strips = Visual.to_strips
-
-    def counted(widget, visual, *args, **kwargs):
-        if isinstance(widget, LineStatic):
-            rendered.append(visual.plain)
-        return to_strips(widget, visual, *args, **kwargs)
-
-    monkeypatch.setattr(Visual, "to_strips", counted)
+    rendered = rendered_lines(monkeypatch)
 
     async def scenario():
         async with app.run_test(size=(80, 30)) as pilot:

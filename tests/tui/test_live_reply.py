@@ -6,10 +6,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.pilot import run_async
+from support.renders import rendered_lines
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.visual import Visual
 
 from specchat.engine.events import TokenEvent, TokenKind
 from specchat.ui.app import SpecchatApp
@@ -86,15 +86,7 @@ def settled_lines(reply: LiveReply) -> int:
 def test_a_long_reply_settles_its_lines_grows_in_steps_and_toggles_whole(monkeypatch):
     app = OneReply()
     lines = 3 * SETTLE_LINES + 1
-    rendered: list[str] = []
-    to_strips = Visual.to_strips
-
-    def counted(widget, visual, *args, **kwargs):
-        if isinstance(visual, Content):
-            rendered.append(visual.plain)
-        return to_strips(widget, visual, *args, **kwargs)
-
-    monkeypatch.setattr(Visual, "to_strips", counted)
+    rendered = rendered_lines(monkeypatch)
 
     async def scenario():
         async with app.run_test(size=(60, 20)) as pilot:

@@ -62,20 +62,19 @@ class LineStatic(OneLayoutPass, Widget):
 
     def extend(self, content: Content) -> None:
         """Add `content` as lines after the text's last line; only the new lines are rendered,
-        so text that grows at its end costs what it adds, not what it holds."""
+        so text that grows at its end costs what it adds, not what it holds (the layout pass
+        it asks for repaints it whole from the kept strips)."""
         self._content = Content("\n").join([self._content, content])
         self.refresh(layout=True)
         width = self.size.width
         if not width or width != self._width:
             self._lay_out()
             return
-        top = len(self._strips)
         for index, line in enumerate(content.split("\n", allow_blank=True), self._line_count):
             rendered = self._line_strips(line, index, width)
             self._kept[(index, line.plain, tuple(line.spans))] = rendered
             self._strips.extend(rendered)
             self._line_count = index + 1
-        self.refresh(Region(0, top, width, len(self._strips) - top))
 
     def _line_strips(self, line: Content, index: int, width: int) -> list[Strip]:
         """Line `index` of the text as strips (more than one where it wraps)."""

@@ -86,7 +86,6 @@ class LiveReply(OneLayoutPass, Vertical):
         self._settled_lines.display = False
         self._tail = LineStatic("")
         self._tail_from: Mark = (0, 0)
-        self._settled: list[Content] = []
         self._height: int | None = None
         self._lost_round: int | None = None
         """The round whose lost branches the last piece holds."""
@@ -137,7 +136,8 @@ class LiveReply(OneLayoutPass, Vertical):
     @property
     def drawn(self) -> str:
         """The text on screen, settled lines and tail."""
-        return "\n".join(c.plain for c in [*self._settled, self._tail.content])
+        settled = [self._settled_lines.content] if self._settled_lines.display else []
+        return "\n".join(c.plain for c in [*settled, self._tail.content])
 
     def set_plain(self, text: str, kind: TokenKind = TokenKind.TARGET) -> None:
         self.pieces, self.own_after = [Piece(kind, text)], []
@@ -153,7 +153,7 @@ class LiveReply(OneLayoutPass, Vertical):
         """Draw the whole reply again, from its first line (what is shown of it changed)."""
         self._settled_lines.update(Content(""))
         self._settled_lines.display = False
-        self._settled, self._tail_from, self._height = [], (0, 0), None
+        self._tail_from, self._height = (0, 0), None
         self.refresh_content()
 
     def refresh_content(self) -> None:
@@ -183,12 +183,11 @@ class LiveReply(OneLayoutPass, Vertical):
         if last is None:
             return
         settled = Content.assemble(*self._shown(self._tail_from, last))
-        if self._settled:
+        if self._settled_lines.display:
             self._settled_lines.extend(settled)
         else:
             self._settled_lines.update(settled)
             self._settled_lines.display = True
-        self._settled.append(settled)
         self._tail_from = (last[0], last[1] + 1)
 
     def _shown(self, start: Mark, end: Mark) -> list[Content]:
